@@ -38,7 +38,6 @@ import logging
 import math
 import os
 import shutil
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -51,7 +50,15 @@ from .data.io import local_path, record_path, recorded_paths
 from .errors import ConfigError, DataError, RunDirError, did_you_mean, first_line
 from .files.atomic import atomic_write, write_json, write_json_when_full, write_yaml
 from .files.locations import resolve_path
-from .files.locks import file_owner, holder_gone, in_use, lock_holder, remove_stale_lock
+from .files.locks import (
+    file_owner,
+    holder_gone,
+    holder_record,
+    in_use,
+    lock_holder,
+    remove_stale_lock,
+    settled_holder,
+)
 from .files.mappings import flatten, parse_mapping, read_json, read_yaml, warn_once
 from .files.outputs import listing, output_damage, settings_changes
 from .files.processes import process_place
@@ -281,16 +288,12 @@ class RunLock:
     def acquire(self) -> None:
         self.made = [p for p in [self.path.parent, *self.path.parent.parents] if not p.exists()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "place": process_place(),
-              "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        me = holder_record()
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                holder = self._holder()
-                if holder is None:  # being written by its creator this instant, or torn: look again
-                    time.sleep(0.05)
-                    holder = self._holder() or {}
+                holder = settled_holder(self._holder)  # one being written by its creator this instant: read again
                 if holder_gone(holder):
                     self._remove_stale(holder)
                     continue

@@ -905,3 +905,26 @@ def test_the_short_digest_of_a_content_is_pinned_wherever_it_is_taken():
     assert cache_key({"b": [1, "é"], "a": None, "p": Path("/x")}) == "807128e84bd05035"  # non-ASCII escaped
     assert _identity({"model": {"vocab": {"é": 0, "a": 1}}, "truncation": 1}) == "a1e86912fff0766c"
     assert _digest({"é": 0, "a": 1}) == "2 entries, sha256 a0909b39d63e38a5"
+
+
+def test_a_build_refused_while_its_holder_writes_its_record_still_names_that_holder(tmp_path, monkeypatch):
+    """A second build that met the flock taken but its holder's record not yet written (the instant between the two)
+    was refused without naming the process that builds; it reads the record again, as a run's start does."""
+    import fcntl
+    import json
+    import re
+
+    from linformer.files import locks
+
+    out = tmp_path / "tok"
+    lock = tmp_path / ".building-tok"
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)  # the holder: flock taken, record not yet written
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    monkeypatch.setattr(locks.time, "sleep", lambda s: lock.write_text(json.dumps(
+        {"pid": 4242, "host": "elsewhere", "since": "then"})))  # the holder writes its record meanwhile
+    refused = rf"^{re.escape(str(out))} is being built by another process now \(process 4242 on elsewhere, since then\): "
+    try:
+        with pytest.raises(OutputPathError, match=refused), locks.building_alone(out):
+            pytest.fail("built beside the holder")
+    finally:
+        os.close(fd)

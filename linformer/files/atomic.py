@@ -23,7 +23,7 @@ import yaml
 from ..errors import DiskFullError, PartialOutput
 from ..signals import signals_stop, sigterm_unclaimed
 from .hashing import file_checksums
-from .locks import records_locked
+from .locks import flocked
 from .mappings import read_json, warn_once
 from .names import plain_name
 from .outputs import FILE_RECORDS, MANIFEST, check_output_dir, check_output_files, listing
@@ -239,8 +239,10 @@ def record_output_files(paths: list[str | Path], record: Mapping[str, Any], repl
     for path in map(Path, paths):
         folders.setdefault(path.parent, []).append(path.name)
     for folder, names in folders.items():
-        # two commands recording into one folder at once: each merges the other's entries
-        with records_locked(folder / (FILE_RECORDS + ".lock")):
+        # two commands recording into one folder at once: each merges the other's entries. Without flock (some NFS
+        # and FUSE mounts) two at the same instant may lose an entry, and the command that lost it is refused as "a
+        # file ... did not write" when run again (--overwrite replaces it).
+        with flocked(folder / (FILE_RECORDS + ".lock")):
             records = _file_records(folder)
             stale = [name for name, made in records.items() if isinstance(made, dict) and
                      made.get("command") == record["command"] and name not in names] if replaces_earlier else []

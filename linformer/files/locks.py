@@ -1,6 +1,8 @@
 """Locks between processes: a run directory's lock file and its holder (``rundir.RunLock`` takes it; read here, below
 the run's start in ``hydra_start``, which names a live holder before it says a folder cannot be written), and blocks
-that one process at a time runs under an flock (a folder's file records merged, an output folder built)."""
+that one process at a time runs under an flock (``flocked``: a folder's file records merged, an output folder built).
+The run lock is made exclusively (O_EXCL) and held while its file exists, not by an flock: it holds on file systems
+without flock, and a live run of an earlier version, which holds no flock on its lock, is never taken over."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import OutputPathError
@@ -41,28 +43,26 @@ def remove_stale_lock(lock: Path, holder: Mapping) -> bool:
     gone): True where removed, False where another start took it over meanwhile (removed it, and maybe made its own).
     Two starts that read the same dead holder would otherwise both remove the lock and make their own, the second
     removing the one the first had just made, and both would hold the run. The check and the removal run under an
-    exclusive flock on the stale file itself: a second start waits for the first, then finds the file gone from the
-    path (or the path holding the first's lock) and leaves it. Nothing is made beside the lock. Without flock (some
-    NFS and FUSE mounts) the check runs unguarded, and two starts within the same instant may still both take it.
-    OSError where the file cannot be removed (another user's, in a sticky folder)."""
+    exclusive flock on the stale file itself (``_flock``): a second start waits for the first, then finds the path
+    empty or holding the first's lock (another holder) and leaves it. Nothing is made beside the lock. Without flock
+    (some NFS and FUSE mounts) the check runs unguarded, and two starts within the same instant may still both take
+    it. OSError where the file cannot be removed (another user's, in a sticky folder)."""
     try:
-        fd = os.open(lock, os.O_RDONLY)
-    except FileNotFoundError:  # removed by another start meanwhile
+        fd = _flock(lock, wait=True, make=False)
+    except _NoFlock:
+        fd = -1  # checked unguarded
+    if fd is None:  # removed by another start meanwhile
         return False
     try:
-        with contextlib.suppress(ImportError, OSError):  # POSIX only, and not on every file system: checked alone
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if not os.path.samestat(os.fstat(fd), os.stat(lock)) or lock_holder(lock) != holder:
-                return False  # another start removed it, and the path now holds its lock (or none)
-            lock.unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        if lock_holder(lock) != holder:
+            return False  # the path holds another start's lock now (or one still being written)
+        lock.unlink()
+    except FileNotFoundError:
+        return False
     finally:
-        os.close(fd)  # the flock goes with it, once the stale file is gone from the path
+        if fd >= 0:
+            os.close(fd)  # the flock goes with it, once the stale file is gone from the path
+    return True
 
 
 def in_use(lock: Path, holder: Mapping, otherwise: str) -> str:
@@ -84,25 +84,15 @@ def file_owner(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def records_locked(lock: Path) -> Iterator[None]:
-    """The block (a read-merge-write of a folder's file records, whose lock file is `lock`) run under an exclusive
-    flock (``_flocked``). Where the file system has no flock (some NFS and FUSE mounts: ENOLCK, EOPNOTSUPP) or the
-    lock file cannot be made, the block runs unlocked: two commands recording at the same instant may lose an entry,
-    and the one that lost it is refused as "a file ... did not write" when run again (--overwrite replaces it)."""
-    with _flocked(lock, wait=True):
-        yield
-
-
-@contextlib.contextmanager
 def building_alone(out: str | Path, key: str = "out_dir=") -> Iterator[None]:
     """The block (the build of the output folder `out`: a tokenizer's training, a corpus's preparation) run by one
     process at a time: a second command building the same output meanwhile is refused in one line naming the process
     that builds it (an OutputPathError; `key`, the setting that chose `out`), where it did the whole work again and
-    its log lines mixed into the first's, the later rename winning. The flock (``_flocked``) is on a hidden lock file
+    its log lines mixed into the first's, the later rename winning. The flock (``flocked``) is on a hidden lock file
     beside `out`, removed when the block ends; without flock (some NFS and FUSE mounts) the block runs unguarded."""
     out = Path(out)
     lock = out.parent / f".building-{_temp_stem(out.name)}"
-    with _flocked(lock, wait=False) as held:
+    with flocked(lock, wait=False) as held:
         if held is not None:
             who = (f" (process {held['pid']} on {held.get('host')}, since {held.get('since')})"
                    if held.get("pid") else "")
@@ -111,39 +101,40 @@ def building_alone(out: str | Path, key: str = "out_dir=") -> Iterator[None]:
         yield
 
 
+def holder_record() -> dict:
+    """This process as a lock file records its holder: {pid, host, place, since} (``holder_gone`` reads it)."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "place": process_place(),
+            "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def settled_holder(read: Callable[[], dict | None]) -> dict:
+    """The holder a lock file records, by `read` (``lock_holder`` of it); one that does not read, its holder
+    writing it this instant, is read again 50 ms later; {} where it still does not."""
+    holder = read()
+    if holder is None:
+        time.sleep(0.05)
+        holder = read()
+    return holder or {}
+
+
 @contextlib.contextmanager
-def _flocked(path: Path, wait: bool) -> Iterator[dict | None]:
-    """An exclusive flock on the lock file `path`, which records its holder ({pid, host, since}) and which the holder
-    removes before it lets go: none is left beside what it guards (docs/results/ is committed). A waiter that then
-    gets the lock of the removed file takes the new one instead. The flock goes with the process, so a command killed
-    in the block blocks no one (its lock file stays until the next holder removes it). Yields None once held (or
-    where there is no flock to take: the block runs unlocked), or, without `wait`, the holder's record where another
-    descriptor holds it (the block must not run then)."""
+def flocked(path: Path, wait: bool = True) -> Iterator[dict | None]:
+    """The block run under an exclusive flock (``_flock``) on the lock file `path`, which records its holder
+    (``holder_record``) and which the holder removes before it lets go: none is left beside what it guards
+    (docs/results/ is committed). The flock goes with the process, so a command killed in the block blocks no one
+    (its lock file stays until the next holder removes it). Yields None once held, or where there is no flock to take
+    (some NFS and FUSE mounts: ENOLCK, EOPNOTSUPP) or the lock file cannot be made: the block runs unlocked. Without
+    `wait`, yields instead the holder's record ({} where it does not read) where another descriptor holds it: the
+    block must not run then."""
     fd, busy = None, None
     try:
-        import fcntl  # POSIX only: elsewhere unlocked
-
         path.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                os.close(fd)
-                fd, busy = None, lock_holder(path) or {}
-                break
-            try:
-                if os.path.samestat(os.fstat(fd), os.stat(path)):
-                    break
-            except FileNotFoundError:  # removed by the holder this one waited on
-                pass
-            os.close(fd)
-            fd = None
-        if fd is not None:
-            me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps(me).encode())
-    except (OSError, ImportError):
+        fd = _flock(path, wait, make=True)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(holder_record()).encode())
+    except BlockingIOError:
+        busy = settled_holder(lambda: lock_holder(path))
+    except (_NoFlock, OSError):
         if fd is not None:
             os.close(fd)
         fd = None
@@ -157,3 +148,37 @@ def _flocked(path: Path, wait: bool) -> Iterator[dict | None]:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)  # the flock goes with the last descriptor
+
+
+class _NoFlock(Exception):
+    """No flock to take: the file system has none (some NFS and FUSE mounts: ENOLCK, EOPNOTSUPP), or the platform
+    (fcntl is POSIX only)."""
+
+
+def _flock(path: Path, wait: bool, make: bool) -> int | None:
+    """A descriptor of the lock file `path` that holds an exclusive flock on it, the file still the one at `path`:
+    a holder removes its lock file before it lets go, and a waiter that then gets the flock of the removed file takes
+    the one at the path now instead. The file is made where `make`; without it, None where there is none.
+    BlockingIOError without `wait` where another descriptor holds the flock; _NoFlock where there is none to take."""
+    try:
+        import fcntl
+    except ImportError:
+        raise _NoFlock from None
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR if make else os.O_RDONLY, 0o644)
+        except FileNotFoundError:
+            if make:
+                raise
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as err:
+            os.close(fd)
+            if isinstance(err, BlockingIOError):
+                raise
+            raise _NoFlock from err
+        with contextlib.suppress(FileNotFoundError):  # removed by the holder waited on
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                return fd
+        os.close(fd)
