@@ -212,12 +212,14 @@ def cache_key(options: Mapping[str, Any], files: list[str | Path] = (), digests:
     return short_digest(json.dumps(payload, sort_keys=True, default=str))
 
 
-def short_digest(value: Any) -> str:
-    """The first 16 hex digits of a sha256, the package's one short name of a content (a cache key, a tokenizer's
-    identity, a W&B run id): of `value`'s bytes, of its UTF-8 where it is text, else of its canonical JSON (keys
-    sorted, non-ASCII characters as themselves, UTF-8), so that equal mappings name the same whatever their order."""
+def short_digest(value: Any, length: int = 16) -> str:
+    """The first `length` hex digits of a sha256, the package's one short name of a content (a cache key, a
+    tokenizer's identity, a W&B run id; 8 in a temporary's cut name and a process's place, 10 in a W&B group's cut
+    name: each kept, as names already on disk and on W&B carry them): of `value`'s bytes, of its UTF-8 where it is
+    text, else of its canonical JSON (keys sorted, non-ASCII characters as themselves, UTF-8), so that equal mappings
+    name the same whatever their order."""
     if isinstance(value, str):
         value = value.encode("utf-8")
     elif not isinstance(value, bytes):
         value = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    return hashlib.sha256(value).hexdigest()[:16]
+    return hashlib.sha256(value).hexdigest()[:length]

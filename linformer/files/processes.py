@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import socket
+
+from .hashing import short_digest
 
 
 @functools.cache
@@ -17,7 +18,7 @@ def process_place() -> str:
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:  # no /proc (not Linux): the host alone
         namespace = ""
-    return hashlib.sha256(f"{socket.gethostname()}|{namespace}".encode()).hexdigest()[:8]
+    return short_digest(f"{socket.gethostname()}|{namespace}", 8)  # 8: recorded in locks and temporaries
 
 
 def pid_alive(pid: int) -> bool:

@@ -3,12 +3,12 @@ named them too) and their removal once the process that left them is gone."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
 from pathlib import Path
 
+from .hashing import short_digest
 from .names import NAME_MAX_BYTES
 from .processes import pid_alive, process_place
 
@@ -38,7 +38,7 @@ def _temp_stem(name: str) -> str:
     raw = name.encode()
     if len(raw) <= _TEMP_ROOM:
         return name
-    return raw[:_TEMP_ROOM - 9].decode(errors="ignore") + "~" + hashlib.sha256(raw).hexdigest()[:8]
+    return raw[:_TEMP_ROOM - 9].decode(errors="ignore") + "~" + short_digest(raw, 8)
 
 
 def _temporaries(name: str) -> re.Pattern:

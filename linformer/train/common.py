@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import logging
 import os
@@ -243,7 +242,7 @@ def tracker_names(run_dir: Path, run_name: str, group: str | None) -> tuple[str,
         swept = [o for o in overrides if "," in o.split("=", 1)[-1] or "(" in o.split("=", 1)[-1]]
         group = " ".join([f"{run_dir.parent.parent.name}/{run_dir.parent.name}:", *swept]).rstrip(":")
         if len(group) > WANDB_GROUP_CHARS:
-            group = group[:WANDB_GROUP_CHARS - 11] + " " + hashlib.sha256(group.encode()).hexdigest()[:10]
+            group = group[:WANDB_GROUP_CHARS - 11] + " " + short_digest(group, 10)
     return run_dir.name, group
 
 
