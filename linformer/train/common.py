@@ -171,7 +171,9 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
     try:
         accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
     except Exception as err:
-        raise tracker_failed(err, logger.trackers) from err
+        if (failed := tracker_failed(err)) is None:
+            raise
+        raise failed from err
     if "wandb" in logger.trackers and "settings" in wandb_kwargs and accelerator.is_main_process:
         run = accelerator.get_tracker("wandb", unwrap=True)
         where = (f"offline in {run.settings.sync_dir} (upload it with `wandb sync {run.settings.sync_dir}`)"
@@ -179,19 +181,25 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
         print(f"wandb: logging to {where}", file=sys.stderr, flush=True)
 
 
-def tracker_failed(err: Exception, trackers: list[str]) -> ConfigError:
+def tracker_failed(err: Exception) -> ConfigError | None:
     """The one line for a tracker that failed to start, where its package's traceback ended the run (tensorboard
     before 2.18 under numpy 2 at its first write, the run's hparams): the tracker and its package's installed
     version. The tracker is the one whose code the error came through (Accelerate builds, starts and configures them
-    one after another), else every tracker of the run."""
+    one after another). None, the error raised as it is, for one that another release would not mend: one that came
+    through no tracker's code (ours, Accelerate's), or the machine's (OSError: a full disk or a log folder it cannot
+    write, which the CLI's line names; MemoryError)."""
     from accelerate.tracking import GeneralTracker
 
+    if isinstance(err, (OSError, MemoryError)):
+        return None
     came_through = [frame.f_locals["self"].name for frame, _ in traceback.walk_tb(err.__traceback__)
                     if isinstance(frame.f_locals.get("self"), GeneralTracker)]
-    failed = came_through[:1] or list(trackers)
-    return ConfigError(f"logger.trackers: {' and '.join(failed)} failed to start ({', '.join(map(_installed, failed))})"
-                       f": {first_line(err, named=True)}. Install a release of it that works with the others here "
-                       "(pyproject.toml's bounds), or choose another logger (logger=none keeps metrics.jsonl only).")
+    if not came_through:
+        return None
+    name = came_through[0]
+    return ConfigError(f"logger.trackers: {name} failed to start ({_installed(name)}): {first_line(err, named=True)}. "
+                       "Install a release of it that works with the others here (pyproject.toml's bounds), or choose "
+                       "another logger (logger=none keeps metrics.jsonl only).")
 
 
 def _installed(package: str) -> str:

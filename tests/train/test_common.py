@@ -1,6 +1,7 @@
 """train/common.py's optimizer groups, at the module's own depth: which weights decay, which are left out, and the
 converted Linformer's separate projection group (a pretraining run would only show it as a slightly different loss)."""
 
+import errno
 import re
 from pathlib import Path
 
@@ -210,6 +211,44 @@ def test_a_resumed_run_s_tensorboard_events_drop_the_steps_an_earlier_attempt_lo
     acc.Reload()
     points = [(e.step, e.value) for e in acc.Scalars("loss")]
     assert points == [(s, s + 100.0) for s in range(1, 6)] + [(s, float(s)) for s in range(6, 11)]
+
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", "runs/linformer/events.out.tfevents")
+
+
+def _no_memory(*args, **kwargs):
+    raise MemoryError()
+
+
+def _our_bug(*args, **kwargs):
+    raise TypeError("unhashable type: 'list'")
+
+
+@pytest.mark.parametrize(("target", "raiser", "raised"), [
+    ("accelerate.tracking.TensorBoardTracker.store_init_configuration", _no_space, OSError),
+    ("accelerate.tracking.TensorBoardTracker.store_init_configuration", _no_memory, MemoryError),
+    ("linformer.train.common._flatten", _our_bug, TypeError),  # before any tracker's code
+], ids=["full-disk", "out-of-memory", "our-code"])
+def test_an_error_another_tracker_release_would_not_mend_is_raised_as_it_is(tmp_path, monkeypatch, target, raiser,
+                                                                             raised):
+    """A full disk or unwritable log folder (the CLI's own line names it), no memory, or a bug of ours that raises
+    while the trackers start was reported as the tracker failing to start, "Install a release of it that works"."""
+    from accelerate import Accelerator
+
+    from linformer.runconfig.settings import LoggerSettings
+    from linformer.train.common import init_trackers, reset_accelerate_state
+
+    monkeypatch.setattr(target, raiser)
+    reset_accelerate_state()
+    accelerator = Accelerator(cpu=True, log_with=["tensorboard"], project_dir=str(tmp_path))
+    try:
+        with pytest.raises(raised):  # a ConfigError is none of these
+            init_trackers(accelerator, LoggerSettings(trackers=("tensorboard",), project="linformer"), tmp_path,
+                          "run", {"lr": 1e-3}, "pretrain", None, [])
+    finally:
+        accelerator.end_training()
+        reset_accelerate_state()
 
 
 def test_a_sweep_s_runs_get_a_w_b_group_and_names_of_their_own(tmp_path):
