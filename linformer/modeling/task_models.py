@@ -72,6 +72,14 @@ class LinformerPooledClassifier(nn.Linear):
 _UNTIED_BIAS = {"lm_head.bias": "lm_head.decoder.bias"}
 
 
+def two_head_biases(names) -> bool:
+    """Whether weights saved under `names` hold an untied head's two biases, as this head had before its bias names
+    were one parameter: lm_head.bias, which it never read, beside lm_head.decoder.bias (saved now as one name only,
+    tied or not). Such a model loads (``tie_weights``) or exports with the one it read; its optimizer state holds
+    one parameter more than this model has, so its checkpoints cannot be resumed."""
+    return {*_UNTIED_BIAS, *_UNTIED_BIAS.values()} <= set(names)
+
+
 class LinformerForMaskedLM(LinformerPreTrainedModel):
     """Linformer with RoBERTa's tied MLM head: (batch, tokens, vocab) logits, as every Hugging Face MLM.
 

@@ -60,6 +60,7 @@ from ..shell import script_command
 log = logging.getLogger(__name__)
 
 STATE_FILE = CHECKPOINT_STATE
+WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
 CHECKSUMS = "checksums.json"  # hashing.file_checksums of the checkpoint's files
 _RNG = re.compile(r"^random_states_\d+\.pkl$")
 
@@ -401,6 +402,29 @@ def keeping_settings(optimizer, scheduler) -> Iterator[None]:
         schedule._last_lr = lrs  # what get_last_lr() reads: the lr the next step logs
 
 
+def _refuse_two_head_biases(path: Path) -> None:
+    """CheckpointError for a checkpoint of an untied MLM head saved by older code, which had two biases (one never
+    read): its optimizer holds one parameter more than this model's, and Accelerate's load fails on the weights'
+    names or the optimizer's groups. Its model is whole: export it and start a new run from it."""
+    from safetensors import SafetensorError, safe_open
+
+    from ..modeling.task_models import two_head_biases
+
+    try:
+        with safe_open(str(path / WEIGHTS), "pt") as saved:
+            names = set(saved.keys())
+    except (SafetensorError, OSError):  # none, or damaged: the load names it
+        return
+    if two_head_biases(names):
+        run_dir = path.parent.parent
+        raise CheckpointError(
+            f"checkpoint {path} cannot be resumed: it was saved before an untied MLM head's two biases were one "
+            "parameter (it holds lm_head.bias, never read, beside lm_head.decoder.bias), and its optimizer state does "
+            "not fit this model. Export its model ("
+            + script_command("export", run_dir, "--step", step_of(path))
+            + ") and start a new run from it with init_from=<the exported folder>.")
+
+
 @contextlib.contextmanager
 def _keeping_rng(accelerator: Accelerator) -> Iterator[None]:
     """Around a load without the checkpoint's RNG states (damaged ones, resumed with leave not to be bitwise): the
@@ -425,6 +449,7 @@ def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -
     """Restore model, optimizer, scheduler, scaler and (when ``rng_ok``) RNG states; return the trainer state.
     Nothing in ``path`` is written: the checkpoint may be another's, or on a read-only copy."""
     path = Path(path)
+    _refuse_two_head_biases(path)
     try:
         with _quiet_accelerate(), contextlib.nullcontext() if rng_ok else _keeping_rng(accelerator):
             accelerator.load_state(str(path))

@@ -38,11 +38,10 @@ from ..modeling.loading import load_classifier, resolve_model_path, resolve_toke
 from ..modeling.saving import model_folder, save_model_dir
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import RunRecord, read_recorded_config
-from .checkpoint import STATE_FILE, checkpointed_step, newest_intact
+from .checkpoint import STATE_FILE, WEIGHTS, checkpointed_step, newest_intact
 from .pretrain import build_model
 from .stopping import run_from_a_script
 
-WEIGHTS = "model.safetensors"  # Accelerate's save_state name for the (single, unsharded) model's weights
 SPECS = {spec.stage: spec for spec in (FinetuneSpec, PretrainSpec)}
 
 
@@ -166,11 +165,20 @@ def _nothing_to_export(run_dir: Path, step: int | None) -> str:
 
 
 def _load_weights(model, path: Path) -> None:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_model
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_file, load_model
+
+    from ..modeling.task_models import two_head_biases
 
     try:
-        missing, unexpected = load_model(model, str(path), strict=False)
+        with safe_open(str(path), "pt") as saved:
+            names = set(saved.keys())
+        if two_head_biases(names):  # an untied head of older code: the model's one bias gets the one it read
+            tensors = load_file(str(path))
+            tensors["lm_head.bias"] = tensors["lm_head.decoder.bias"]
+            missing, unexpected = model.load_state_dict(tensors, strict=False)
+        else:
+            missing, unexpected = load_model(model, str(path), strict=False)
     except (SafetensorError, OSError) as err:
         raise CheckpointError(f"{path}: the weights cannot be read ({err}).") from err
     if missing or unexpected:  # the run's config.yaml builds another model than the one it trained

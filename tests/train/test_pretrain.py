@@ -1074,3 +1074,35 @@ def test_a_tokenizer_trained_again_while_the_run_loads_it_is_refused(tiny_data, 
     monkeypatch.setattr(pretrain_mod, "load_tokenizer", load_then_rewritten)
     with pytest.raises(DataError, match=rf"^{tok / 'tokenizer.json'} changed while it was being read: run again$"):
         pretrain(compose_pretrain({**tiny_data, "tokenizer_dir": str(tok)}), tmp_path / "run")
+
+
+def test_a_checkpoint_of_an_untied_head_with_two_biases_is_refused_naming_the_export_that_continues_it(
+        tiny_data, tmp_path, monkeypatch):
+    """Older code gave an untied MLM head two biases (lm_head.bias, never read, beside lm_head.decoder.bias), in its
+    checkpoints' weights and optimizer: resuming one failed in Accelerate's words (a state dict's unexpected key), and
+    exporting it was refused as not fitting its run's config. Now the resume is one line naming the checkpoint and
+    the export it suggests, which writes the model with the bias the head read, and a new run starts from it."""
+    from safetensors.torch import load_file
+
+    from linformer.modeling import LinformerForMaskedLM, task_models
+    from linformer.train.export import export_run
+
+    untied = ("model.tie_word_embeddings=false", "trainer.max_steps=4", "trainer.save_every=4")
+    run = tmp_path / "run"
+    with monkeypatch.context() as older:  # the head as it was: no tie between its two bias names
+        older.setattr(task_models, "_UNTIED_BIAS", {})
+        pretrain(compose_pretrain(tiny_data, *untied), run)
+    checkpoint = run / "checkpoints" / "step-00000004"
+    saved = load_file(str(checkpoint / "model.safetensors"))
+    assert not torch.equal(saved["lm_head.bias"], saved["lm_head.decoder.bias"])  # the one read was trained
+    with pytest.raises(CheckpointError) as refused:
+        pretrain(compose_pretrain(tiny_data, *untied, "trainer.max_steps=6", "trainer.resume=auto",
+                                  "trainer.allow_config_change=[trainer.max_steps]"), run)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"checkpoint {checkpoint} cannot be resumed")
+    assert f"export.py {run} --step 4" in message and "init_from=" in message
+    done = export_run(run, tmp_path / "exported", step=4)
+    model = LinformerForMaskedLM.from_pretrained(done["out"])
+    assert torch.equal(model.lm_head.decoder.bias, saved["lm_head.decoder.bias"])
+    assert model.lm_head.bias is model.lm_head.decoder.bias
+    pretrain(compose_pretrain(tiny_data, f"init_from={done['out']}", "trainer.max_steps=3"), tmp_path / "new")
