@@ -32,6 +32,7 @@ def _settings(cls, section, device: str, prefix: str):
 
 
 DEVICES = ("auto", "cpu", "cuda")
+HYDRA_OUTPUTS = "outputs"  # configs/benchmark.yaml's hydra.run.dir is <this, from the repository>/benchmark/<run_name>
 
 
 def _check_values(s, prefix: str) -> None:
@@ -107,8 +108,9 @@ def settings_from_config(cfg: DictConfig) -> tuple[InferenceSettings | None, Thr
                           "one of them.")
     # run_name names the Hydra run directory: the benchmark's files go there where out_dir is null, and Hydra's own
     # (.hydra/, benchmark.log) go there whatever out_dir is
-    folder_name(cfg.get("run_name"), "run_name", "a benchmark's folder", "paths.output_dir/benchmark/",
-                stage="benchmark")
+    outputs = resolve_path(HYDRA_OUTPUTS)  # named as the folder it is: no key sets it (paths is not the benchmark's)
+    folder_name(cfg.get("run_name"), "run_name", "a benchmark's folder", f"{outputs}/benchmark/", stage="benchmark",
+                outputs=outputs)
     for settings, prefix in ((inf, "inference"), (thr, "throughput")):
         if settings is not None:
             _check_values(settings, prefix)

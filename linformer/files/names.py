@@ -20,16 +20,18 @@ def plain_name(name: Any) -> bool:
         and "\0" not in name
 
 
-def folder_name(value, key: str, names: str, under: str, stage: str | None = None, run: bool = False) -> str:
+def folder_name(value, key: str, names: str, under: str, stage: str | None = None, run: bool = False,
+                outputs: str = "paths.output_dir") -> str:
     """`value` as one folder name: what `key` names (`names`, e.g. "a run directory") inside the folder the project
     keeps such folders in (`under`). The one check of every config value that becomes a folder's name: an empty one,
     "." or ".." or one with a "/" would put the files straight into `under`, or outside it; one with a control
     character (a line break, a tab) would break every line that names it (a report's table, a command to copy).
-    `stage`: the value also names the command's Hydra folder, paths.output_dir/<stage>/<value>, beside the stage's
+    `stage`: the value also names the command's Hydra folder, <outputs>/<stage>/<value>, beside the stage's
     sweep folder (HYDRA_SWEEP_DIR), whose name it may not take: the two commands' files would mix, and every reader
     would take the sweep for a run. `run`: the folder holds a run, which may not take a name that the readers of
     runs (``rundir.find_runs``: compare_runs, the dashboard, table2) do not search: a hidden one, or one of a run's
-    own folders (checkpoints, wandb)."""
+    own folders (checkpoints, wandb). `outputs`: what holds the stages' Hydra folders, as the user sets it (the key,
+    or the folder where the command's config fixes it)."""
     text = "" if value is None else str(value)
     if not text.strip() or "/" in text or os.sep in text or text in (".", ".."):
         raise ConfigError(f"{key}={value!r} must name {names} (one name, not a path: not empty, without '/', not "
@@ -38,7 +40,7 @@ def folder_name(value, key: str, names: str, under: str, stage: str | None = Non
         raise ConfigError(f"{key}={value!r} must name {names} without control characters (a line break, a tab): "
                           "every line that names the folder (a report's table row, a command to copy) would break.")
     if stage is not None and text == HYDRA_SWEEP_DIR:
-        raise ConfigError(f"{key}={value!r} is the name of the {stage} sweep folder (paths.output_dir/{stage}/"
+        raise ConfigError(f"{key}={value!r} is the name of the {stage} sweep folder ({outputs}/{stage}/"
                           f"{HYDRA_SWEEP_DIR}, where --multirun puts its jobs): choose another name, or its files "
                           "would mix with a sweep's.")
     if run and (text.startswith(".") or text in UNSEARCHED_DIRS):

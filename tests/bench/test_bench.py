@@ -229,19 +229,30 @@ def test_config_composes():
         settings_from_config(compose("benchmark", ["+inference.hiden=1"]))
 
 
+def _benchmark_folders() -> Path:
+    """Where configs/benchmark.yaml puts a benchmark's Hydra folder (hydra.run.dir without its run_name)."""
+    return Path(compose("benchmark", ["run_name=x"], with_hydra=True).hydra.run.dir).parent
+
+
 @pytest.mark.parametrize("run_name", ["../../elsewhere", "a/b", ".."])
 def test_a_run_name_that_is_a_path_is_refused_where_it_names_the_benchmark_s_folder(tmp_path, run_name):
-    """With out_dir given too: Hydra's own files (.hydra/, benchmark.log) go to the folder run_name names."""
+    """With out_dir given too: Hydra's own files (.hydra/, benchmark.log) go to the folder run_name names. The
+    folder is named as it is (its message named paths.output_dir, which is no benchmark key)."""
     for out in ([], [f"out_dir={tmp_path}"]):
-        with pytest.raises(ConfigError, match=r"run_name=.* must name a benchmark's folder \(one name, not a path"):
+        with pytest.raises(ConfigError, match=r"run_name=.* must name a benchmark's folder \(one name, not a path") \
+                as refused:
             settings_from_config(compose("benchmark", ["device=cpu", f"run_name={run_name}", *out]))
+        assert f"straight into {_benchmark_folders()}/, or outside it" in str(refused.value)
 
 
 def test_a_benchmark_named_as_its_sweep_folder_is_refused_with_out_dir_given_too(tmp_path):
     """run_name=multirun was checked only where out_dir was null: with out_dir given, Hydra's .hydra/ and
-    benchmark.log still went into outputs/benchmark/multirun, the benchmark's sweep folder."""
-    with pytest.raises(ConfigError, match=r"^run_name='multirun' is the name of the benchmark sweep folder"):
+    benchmark.log still went into outputs/benchmark/multirun, the benchmark's sweep folder (named as it is)."""
+    sweeps = Path(compose("benchmark", ["run_name=x"], with_hydra=True).hydra.sweep.dir)
+    with pytest.raises(ConfigError, match=r"^run_name='multirun' is the name of the benchmark sweep folder") \
+            as refused:
         settings_from_config(compose("benchmark", ["device=cpu", "run_name=multirun", f"out_dir={tmp_path}"]))
+    assert f"sweep folder ({sweeps}, where --multirun puts its jobs)" in str(refused.value)
 
 
 @pytest.mark.parametrize("device, cuda_devices, message", [
