@@ -658,6 +658,21 @@ def test_stop_after_counts_from_the_commands_start_and_leaves_the_end_room_in_th
     assert "past --stop-after 1" in capsys.readouterr().err
 
 
+def _refused_past_stop_after(gpu, capsys, target: str, work: Path, fits: str) -> str:
+    """`target` with --stop-after 5 (its stand-in estimates past it) refused: exit 2, one error line, nothing written
+    under `work`, before the device is looked for; with --only `fits` (a row that fits) or --past-estimates (the
+    operator's word over the estimates) past that check, to the device's. Returns the error line."""
+    with pytest.raises(SystemExit) as ended:
+        gpu.main([target, *_dirs(work), "--stop-after", "5"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and not work.exists()
+    for given in (["--only", fits], ["--past-estimates"]):
+        with pytest.raises(SystemExit):
+            gpu.main([target, *_dirs(work), "--stop-after", "5", *given])
+        assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
+    return err
+
+
 def test_scratch_refuses_a_stop_after_its_first_row_cannot_fit_and_names_the_row_that_would(tmp_path, monkeypatch,
                                                                                           capsys):
     """A pretrained row cut short runs again whole: a command whose first row cannot end by --stop-after would spend
@@ -666,19 +681,12 @@ def test_scratch_refuses_a_stop_after_its_first_row_cannot_fit_and_names_the_row
     monkeypatch.setattr(gpu.scratch, "first_units", lambda p, jobs: {"full": 9.0, "full-scratch": 5.0})
     monkeypatch.setattr(gpu.scratch, "slice_rows", lambda p, places, rows, only=None: (
         ["full"] if only is None else only, []))
-    with pytest.raises(SystemExit) as ended:
-        gpu.main(["scratch", *_dirs(tmp_path / "w"), "--stop-after", "5"])
-    assert ended.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: scratch's first row, full, needs about 9.0 min") and err.count("\n") == 1
-    assert "give --only full-scratch (about 5.0 min)" in err and not (tmp_path / "w").exists()
+    err = _refused_past_stop_after(gpu, capsys, "scratch", tmp_path / "w", fits="full-scratch")
+    assert err.startswith("error: scratch's first row, full, needs about 9.0 min")
+    assert "give --only full-scratch (about 5.0 min)" in err
     with pytest.raises(SystemExit) as ended:
         gpu.main(["table3", *_dirs(tmp_path / "w"), "--past-estimates"])
     assert ended.value.code == 2 and "--past-estimates is table2's and scratch's option" in capsys.readouterr().err
-    for given in (["--only", "full-scratch"], ["--past-estimates"]):
-        with pytest.raises(SystemExit):
-            gpu.main(["scratch", *_dirs(tmp_path / "w"), "--stop-after", "5", *given])
-        assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
     assert gpu.main(["scratch", "--dry-run"]) == 0
     assert "fits one command (--stop-after at most 7.5 from its start): full-scratch (5.0 min)" in capsys.readouterr().out
 
@@ -703,17 +711,10 @@ def test_table2_refuses_a_stop_after_a_transferred_row_cannot_fit_and_names_the_
     that fit (the converted teacher, whose finished runs count anywhere), before the device is looked for."""
     gpu = _load(monkeypatch, gpu=None)
     monkeypatch.setattr(gpu.pretrained, "first_units", lambda p, jobs: {"full": 4.0, "k128-layerwise-local-tr": 10.0})
-    with pytest.raises(SystemExit) as ended:
-        gpu.main(["table2", *_dirs(tmp_path / "w"), "--stop-after", "5"])
-    assert ended.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: table2's row k128-layerwise-local-tr needs about 10.0 min") and err.count("\n") == 1
-    assert "give --only full (about 4.0 min)" in err and not (tmp_path / "w").exists()
+    err = _refused_past_stop_after(gpu, capsys, "table2", tmp_path / "w", fits="full")
+    assert err.startswith("error: table2's row k128-layerwise-local-tr needs about 10.0 min")
+    assert "give --only full (about 4.0 min)" in err
     assert err.endswith("(or --past-estimates, to start it all the same)\n")
-    for given in (["--only", "full"], ["--past-estimates"]):  # a row that fits; the operator's word over the estimates
-        with pytest.raises(SystemExit):
-            gpu.main(["table2", *_dirs(tmp_path / "w"), "--stop-after", "5", *given])
-        assert "no CUDA device" in capsys.readouterr().err  # past the check, to the device's
 
 
 def test_table2s_first_units_are_a_transferred_rows_whole_and_the_teachers_first_run():
