@@ -248,50 +248,6 @@ def process_count() -> int:
 _quieted: list[int] = []  # the rank quiet_other_ranks set up, once per process
 
 
-def progress_to_log_file() -> bool:
-    """Whether progress goes to a log file (stderr not a terminal: nohup, tee, a job runner, CI). There every stage
-    prints plain lines (training's ``train.summary.progress_line``, the tokenizer's and the corpus's own), never a bar: a
-    bar's carriage returns and redraws run into one line, or leave blank ones, in a file."""
-    try:
-        return not sys.stderr.isatty()
-    except (AttributeError, ValueError):  # a stream without a file, or closed
-        return True
-
-
-@contextlib.contextmanager
-def transformers_bars_off(off: bool = True):
-    """transformers' bars (weight loading, "Writing model shards") and the hub's off inside the block where `off`, as
-    they were after it: where progress goes to a log file (``progress_to_log_file``), where a caller prints its own
-    line for the same work (a load's one-line summary), or where the run draws its own bar."""
-    from transformers.utils import logging as hf_logging
-
-    was = hf_logging.is_progress_bar_enabled()
-    if off:
-        hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if off and was:
-            hf_logging.enable_progress_bar()
-
-
-@contextlib.contextmanager
-def third_party_bars_off(off: bool = True):
-    """datasets' bars (map, save_to_disk) and transformers' and the hub's off inside the block where `off` (a log
-    file: ``progress_to_log_file``), as they were after it; the caller prints its plain lines instead."""
-    import datasets
-
-    was = not datasets.are_progress_bars_disabled()
-    if off:
-        datasets.disable_progress_bars()
-    try:
-        with transformers_bars_off(off):
-            yield
-    finally:
-        if off and was:
-            datasets.enable_progress_bars()
-
-
 def quiet_other_ranks() -> None:
     """Every process of a launch runs the same code on the same settings, so each would log every line and draw every
     progress bar: the main process (rank 0) logs them, the others only errors, prefixed with their rank, and no bar

@@ -83,7 +83,7 @@ LOWEST_IN_MODELING = {"modeling.errors", "modeling.values"}
 LAYERS = [
     {"errors", "version", "lazy", *LOWEST_IN_MODELING},
     {"signals", "files", "plots", "cli", "shell", "runname", "configs", "hydra_start", "argtypes", "devices", "logfile",
-     "script_help"},
+     "script_help", "progress"},
     {"data"},
     {"modeling"},
     {"runconfig"},

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..devices import DTYPES, resolve_device
 from ..errors import ConfigError, Preempted
 from ..modeling.flops import flop_ratio, forward_flops_per_token, model_flops
+from ..progress import progress_bar
 from .common import (
     available_memory_bytes,
     beyond_flop_bound,
@@ -238,7 +238,7 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     log(f"[bench] grid: {[(n, ks) for n, ks in cells]}; planned {planned:.0f} s at {rate / 1e9:.0f} GFLOP/s matmul")
     ref = reference(s)
     total_runs = sum(models_per_n(ks, s) * (max(s.warmup, 1) + s.reps) for n, ks in cells)
-    bar = tqdm(total=total_runs, desc="inference", disable=not progress, unit="fwd")
+    bar = progress_bar(None if progress else False, total=total_runs, desc="inference", unit="fwd")
     rows: list[dict] = []
     start, stop = time.perf_counter(), None
     for i, (n, ks) in enumerate(cells):

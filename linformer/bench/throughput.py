@@ -37,11 +37,11 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..devices import resolve_device
 from ..errors import ConfigError, Preempted, first_line
 from ..modeling.flops import peak_flops, training_flops_per_token
+from ..progress import progress_bar
 from ..runconfig.settings import COMPILE_MODES, positive_int
 from ..train.compiling import CompileCounts, raise_recompile_limit
 from ..train.step import AmpOps, optimizer_step
@@ -420,7 +420,7 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
     s.check_device(device)
     blocks = plan_blocks(s)
     total = sum(warmups(e, s) + s.steps for b in blocks for e in b.entries)
-    bar = tqdm(total=total, desc="training", unit="step", disable=not progress)
+    bar = progress_bar(None if progress else False, total=total, desc="training", unit="step")
     models = _Models(s, device)
     rows: list[dict] = []
     load = load_average()

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import progress_to_log_file, third_party_bars_off
 from ..configs import absent_source, command_line_gives, composed_option, data_overrides, value_origin
 from ..errors import ConfigError, CorpusError, DiskFullError
 from ..files.atomic import atomic_dir, write_json, written_at
@@ -40,6 +39,7 @@ from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
 from ..files.storage import free_bytes, mib
 from ..files.temporaries import remove_stale_temps
 from ..logfile import say
+from ..progress import progress_to_log_file, third_party_bars_off
 from ..shell import hydra_value, script_command
 from ..signals import signals_stop
 from .ids import TokenIds, read_token_ids
@@ -812,7 +812,7 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
     t0 = time.perf_counter()
     paras = datasets.Dataset.from_file(str(work / "paragraphs.arrow"))
     nproc = max(1, min(num_proc, len(paras) // batch_size or 1))
-    lines = progress_to_log_file()  # plain lines, not datasets' bars (``cli.progress_to_log_file``)
+    lines = progress_to_log_file()  # plain lines, not datasets' bars (``progress.progress_to_log_file``)
     _progress_line(lines, f"tokenizing {len(paras):,} paragraphs (num_proc={nproc})")
     with third_party_bars_off(lines):
         tokd = _tokenize(paras, tokenizer_dir, work, nproc, batch_size, key)

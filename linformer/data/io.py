@@ -22,13 +22,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ..cli import progress_to_log_file, transformers_bars_off
 from ..configs import compose, config_file, no_config
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, first_line
 from ..files.hashing import HashingReader, file_state, sha256_file
 from ..files.locations import repo_relative, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, listing
+from ..progress import progress_to_log_file, transformers_bars_off
 
 log = logging.getLogger(__name__)
 
@@ -428,7 +428,7 @@ def load_auto(auto_class, name_or_path: str | os.PathLike, **kwargs):
     ``trust_remote_code=False``: transformers then neither asks on a terminal whether to run the folder's own code
     nor runs it. A folder that asks for it (an ``auto_map`` naming its own Python files, for a model type
     transformers does not know) is a CheckpointError saying so. Where progress goes to a log file
-    (``cli.progress_to_log_file``) transformers' "Loading weights" bar is off: its redraws would run into the file,
+    (``progress.progress_to_log_file``) transformers' "Loading weights" bar is off: its redraws would run into the file,
     and ``modeling.loading.load_pretrained`` prints a one-line summary of the load instead."""
     try:
         with transformers_bars_off(progress_to_log_file()):

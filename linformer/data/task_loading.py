@@ -12,13 +12,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..cli import progress_to_log_file, third_party_bars_off
 from ..errors import ConfigError, LinformerError, TaskDataError, first_line
 from ..files.atomic import atomic_dir
 from ..files.hashing import cache_key, check_inputs_unchanged, input_states
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, made_by, output_damage
 from ..logfile import fewer_than_asked
+from ..progress import progress_to_log_file, third_party_bars_off
 from .ids import read_token_ids
 from .streams import TOKEN_TYPES
 from .task_readers import ROW, SKIP_SETTING, read_task_split, row_place, task_files

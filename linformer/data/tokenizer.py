@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ..cli import progress_to_log_file
 from ..configs import command_line_gives, data_overrides
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError, first_line
 from ..files.atomic import atomic_dir
@@ -29,6 +28,7 @@ from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, listing, made_by
 from ..logfile import say
 from ..modeling.values import ceil_div
+from ..progress import progress_to_log_file
 from ..shell import script_command
 from ..signals import signals_stop
 from .io import (
@@ -247,7 +247,7 @@ def train_tokenizer(
         with building_alone(out_dir):  # a second build of this output meanwhile: refused, not run twice
             check_output_dir(out_dir, moved or record, overwrite, reads=sources, key="out_dir=")  # before training, which can take minutes
             t0 = time.perf_counter()
-            # a log file gets a plain line per source read (``cli.progress_to_log_file``), not the Rust trainer's bar
+            # a log file gets a plain line per source read (``progress.progress_to_log_file``), not the Rust trainer's bar
             lines = show_progress and progress_to_log_file()
             trained, stats = _in_child(_train_bpe, sources, max_lines, skip_bad_rows, vocab_size, min_frequency,
                                        show_progress and not lines, lines)

@@ -13,13 +13,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..cli import transformers_bars_off
 from ..data.streams import TOKEN_TYPES
 from ..data.tokenizer import limit_to, texts_as_text
 from ..files.atomic import atomic_dir, write_json
 from ..files.hashing import file_checksums
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST
+from ..progress import transformers_bars_off
 from .card import CARD, SIDECAR
 from .loading import model_length
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ..files.runs import BEST_DIR, RESULTS
 from ..modeling.card import SIDECAR, read_card_info
 from ..modeling.convert import classifier_config
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, weights_sha256
+from ..progress import progress_bar
 
 SKIP_FLAG = "--skip-bad-rows"
 SKIP_HINT = f"pass {SKIP_FLAG}"  # a bad row's error: the flag that skips it (finetuning's says its config key)
@@ -218,10 +218,8 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
     """Write a JSON line {"row", "label", "score", "probs"} to `out` for each row of the file `source`, in its order,
     chunk by chunk as they are made. A bad row is a TaskDataError naming the file and line, or is skipped and
     counted with `skip_bad_rows`; a file of no row to predict is one too. BrokenPipeError, before the next batch's work,
-    where `out` is a pipe whose reader has gone (``| head``). `progress`: a tqdm bar on stderr (None: where
+    where `out` is a pipe whose reader has gone (``| head``). `progress`: a bar on stderr (``progress.progress_bar``'s `show`; None: where
     stderr is a terminal), in the file's lines, of the lines it holds (``COUNTED_BYTES``)."""
-    from tqdm.auto import tqdm
-
     summary = Summary()
     encode = Encode(classifier.tokenizer, classifier.columns, classifier.max_length,
                     lambda line: f"{source}:{line}", skip_bad_rows, SKIP_HINT)
@@ -230,8 +228,7 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
                                       [getattr(classifier.model.config, "type_vocab_size", None)]) if c != "labels"]
     rows = text_rows(source, classifier.columns, classifier.clean, skip_bad_rows, SKIP_HINT, COLUMNS_FLAG)
     start = time.perf_counter()
-    with tqdm(desc="predict", unit=" lines", disable=None if progress is None else not progress, file=sys.stderr,
-              dynamic_ncols=True) as bar:
+    with progress_bar(progress, desc="predict", unit=" lines") as bar:
         if not bar.disable and Path(source).stat().st_size <= COUNTED_BYTES:  # the file's lines: how far it is
             bar.total = count_lines(source)
             bar.refresh()

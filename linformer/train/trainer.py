@@ -18,14 +18,14 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from tqdm.auto import tqdm
 
-from ..cli import exit_status, progress_to_log_file
+from ..cli import exit_status
 from ..data.metrics import improves
 from ..data.streams import reading_moved
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
 from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
+from ..progress import progress_bar, progress_to_log_file
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import (
     MetricsWriter,
@@ -183,9 +183,8 @@ class Trainer:
         step = last_read = self.state["step"]
         settings = self.settings
         # closed however the loop ends, so that an error's line starts on a line of its own, not after the bar
-        with tqdm(total=settings.max_steps, initial=step, desc=self.task.stage,
-                  disable=not self.is_main or self._log_lines,
-                  dynamic_ncols=True) as bar:
+        with progress_bar(self.is_main and not self._log_lines, total=settings.max_steps, initial=step,
+                          desc=self.task.stage) as bar:
             self.model.train()
             self._window_start = time.perf_counter()
             while step < settings.max_steps:

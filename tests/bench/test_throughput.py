@@ -242,3 +242,16 @@ def test_the_header_says_the_tokens_each_step_really_held():
         "64 tokens per step (batch = tokens // n)"
     assert _tokens_per_step(ThroughputSettings(ns=[64, 128], tokens_per_step=64)) == \
         "tokens per step: 64 at n = 64, 128 at n = 128 (batch = max(1, 64 // n))"
+
+
+def test_the_bar_is_drawn_on_a_terminal_and_not_into_a_log_file(capsys, monkeypatch):
+    """progress=true drew the benchmark's bars wherever stderr went: in a log file (nohup, CI, `> bench.log 2>&1`)
+    each redraw's carriage returns ran into one line. The bar follows every command's rule
+    (``progress.progress_bar``): on a terminal only, its `[bench]` lines saying the same in a log file."""
+    from linformer import progress
+
+    run_throughput(tiny(), progress=True, log=lambda *_: None)
+    assert "training: 100%" not in capsys.readouterr().err  # stderr captured: not a terminal
+    monkeypatch.setattr(progress, "progress_to_log_file", lambda: False)  # a terminal
+    run_throughput(tiny(), progress=True, log=lambda *_: None)
+    assert "training: 100%" in capsys.readouterr().err

@@ -101,13 +101,13 @@ def test_packing_exact_no_validation(tmp_path, corpus_file, tok_dir, tokenizer):
 def test_a_log_file_gets_plain_lines_not_the_bars_of_datasets_or_the_tokenizer_trainer(tmp_path, corpus_file,
                                                                                       tok_dir, capfd, monkeypatch):
     """Where stderr is not a terminal, datasets' bars (tokenize, saving) and the Rust trainer's left carriage-return
-    runs and blank lines in the log file: there each stage prints plain lines instead (``cli.progress_to_log_file``,
+    runs and blank lines in the log file: there each stage prints plain lines instead (``progress.progress_to_log_file``,
     as training does), and the bars are as they were after it."""
     import datasets
 
-    from linformer import cli
+    from linformer import progress
 
-    monkeypatch.setattr(cli, "progress_to_log_file", lambda: True)
+    monkeypatch.setattr(progress, "progress_to_log_file", lambda: True)
     monkeypatch.setattr(corpus_mod, "progress_to_log_file", lambda: True)
     monkeypatch.setattr("linformer.data.tokenizer.progress_to_log_file", lambda: True)
     capfd.readouterr()

@@ -1,0 +1,67 @@
+"""The one home of a command's progress on long work (docs/guide.md, "What goes where": progress is on stderr).
+
+On a terminal, long work draws a bar (``progress_bar``); where stderr is a log file (``progress_to_log_file``: nohup,
+tee, a job runner, CI) it draws none, whose carriage returns and redraws run into one line, or leave blank ones, in a
+file, and the work prints plain lines instead, with the third-party bars of the same work off
+(``third_party_bars_off``). Only the main process of a launch shows either (``cli.quiet_other_ranks``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+
+def progress_to_log_file() -> bool:
+    """Whether progress goes to a log file (stderr not a terminal: nohup, tee, a job runner, CI). There every stage
+    prints plain lines (training's ``train.summary.progress_line``, the tokenizer's, the corpus's and a task's
+    tokenizing), never a bar."""
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a stream without a file, or closed
+        return True
+
+
+def progress_bar(show: bool | None = None, **options):
+    """A tqdm bar on stderr, as wide as the terminal; `show`: None draws it where stderr is a terminal, not a log file
+    (``progress_to_log_file``), the rule of every command; False never; True wherever stderr goes (a caller that
+    decided already, or that asks for it). `options` are tqdm's (total, initial, desc, unit). Close it (or use it as
+    a context manager) however the work ends, so that a line after it starts on a line of its own."""
+    from tqdm.auto import tqdm
+
+    return tqdm(file=sys.stderr, dynamic_ncols=True,
+                disable=progress_to_log_file() if show is None else not show, **options)
+
+
+@contextlib.contextmanager
+def transformers_bars_off(off: bool = True):
+    """transformers' bars (weight loading, "Writing model shards") and the hub's off inside the block where `off`, as
+    they were after it: where progress goes to a log file (``progress_to_log_file``), where a caller prints its own
+    line for the same work (a load's one-line summary), or where the run draws its own bar."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if off:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if off and was:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def third_party_bars_off(off: bool = True):
+    """datasets' bars (map, save_to_disk) and transformers' and the hub's off inside the block where `off` (a log
+    file: ``progress_to_log_file``), as they were after it; the caller prints its plain lines instead."""
+    import datasets
+
+    was = not datasets.are_progress_bars_disabled()
+    if off:
+        datasets.disable_progress_bars()
+    try:
+        with transformers_bars_off(off):
+            yield
+    finally:
+        if off and was:
+            datasets.enable_progress_bars()
