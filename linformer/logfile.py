@@ -15,11 +15,14 @@ import sys
 log = logging.getLogger("linformer")
 
 
-def say(line: str, level: int = logging.INFO, logger: logging.Logger | None = None) -> None:
-    """Print `line` (one or more lines) to stdout, or to stderr from WARNING up (a warning is not a result), and write
-    it, as a record of `logger` at `level`, to every log file the root logger writes (none outside a command's Hydra
-    logging: a test, a library call)."""
-    print(line, file=sys.stderr if level >= logging.WARNING else sys.stdout, flush=True)
+def say(line: str, level: int = logging.INFO, logger: logging.Logger | None = None, stream=None) -> None:
+    """Print `line` (one or more lines) to stdout, or to stderr from WARNING up (a warning is not a result) or where
+    `stream` says so (a progress line or a note: not a result either), and write it, as a record of `logger` at
+    `level`, to every log file the root logger writes (none outside a command's Hydra logging: a test, a library
+    call)."""
+    if stream is None:
+        stream = sys.stderr if level >= logging.WARNING else sys.stdout
+    print(line, file=stream, flush=True)
     logger = logger or log
     if logging.root.manager.disable >= level:  # another process of a launch: rank 0 writes it (cli.quiet_other_ranks)
         return

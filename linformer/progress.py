@@ -2,20 +2,21 @@
 
 On a terminal, long work draws a bar (``progress_bar``); where stderr is a log file (``progress_to_log_file``: nohup,
 tee, a job runner, CI) it draws none, whose carriage returns and redraws run into one line, or leave blank ones, in a
-file, and the work prints plain lines instead, with the third-party bars of the same work off
+file, and the work prints plain lines instead (``progress_said``), with the third-party bars of the same work off
 (``third_party_bars_off``). Only the main process of a launch shows either (``cli.quiet_other_ranks``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 
 
 def progress_to_log_file() -> bool:
     """Whether progress goes to a log file (stderr not a terminal: nohup, tee, a job runner, CI). There every stage
     prints plain lines (training's ``train.summary.progress_line``, the tokenizer's, the corpus's and a task's
-    tokenizing), never a bar."""
+    tokenizing, through ``progress_said``), never a bar."""
     try:
         return not sys.stderr.isatty()
     except (AttributeError, ValueError):  # a stream without a file, or closed
@@ -31,6 +32,15 @@ def progress_bar(show: bool | None = None, **options):
 
     return tqdm(file=sys.stderr, dynamic_ncols=True,
                 disable=progress_to_log_file() if show is None else not show, **options)
+
+
+def progress_said(line: str) -> None:
+    """A plain progress line where a bar would be on a terminal: on stderr, flushed, as the bar; not from the other
+    processes of a launch, as their log records (``cli.quiet_other_ranks``). Not in the command's log file
+    (``logfile.say``'s): that holds what the command made and warned of, the same whether stderr was a terminal."""
+    if logging.root.manager.disable >= logging.INFO:
+        return
+    print(line, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

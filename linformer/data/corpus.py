@@ -39,7 +39,7 @@ from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
 from ..files.storage import free_bytes, mib
 from ..files.temporaries import remove_stale_temps
 from ..logfile import say
-from ..progress import progress_to_log_file, third_party_bars_off
+from ..progress import progress_said, progress_to_log_file, third_party_bars_off
 from ..shell import hydra_value, script_command
 from ..signals import signals_stop
 from .ids import TokenIds, read_token_ids
@@ -521,8 +521,8 @@ def _check_source_texts(out_dir: str, data: Mapping, manifest: Mapping, group: s
         _check_line_end_rule(out_dir, manifest, now, data, group)
         _record_lone_crs(out_dir, manifest, now)
     if made_at:
-        print(f"note: the corpus {out_dir} was prepared from {', '.join(made_at)}; data.sources give the "
-              "same texts (sha256) at other paths, so it is read as prepared.", file=sys.stderr)
+        say(f"note: the corpus {out_dir} was prepared from {', '.join(made_at)}; data.sources give the "
+            "same texts (sha256) at other paths, so it is read as prepared.", stream=sys.stderr)
 
 
 def _check_line_end_rule(out_dir: str, manifest: Mapping, now: list[SourceText], data: Mapping,
@@ -851,7 +851,7 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
 
 def _progress_line(lines: bool, what: str) -> None:
     if lines:
-        print(f"corpus: {what}", file=sys.stderr, flush=True)
+        progress_said(f"corpus: {what}")
 
 
 def _tokenize(paras, tokenizer_dir: str, work: Path, nproc: int, batch_size: int, key: str | None):

@@ -28,6 +28,7 @@ from ..files.hashing import HashingReader, file_state, sha256_file
 from ..files.locations import repo_relative, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, listing
+from ..logfile import say
 from ..progress import progress_to_log_file, transformers_bars_off
 
 log = logging.getLogger(__name__)
@@ -526,8 +527,8 @@ def moved_output(out_dir: str | os.PathLike, record: Mapping, texts: list[Source
     if changed is not None:
         return None
     where = f"from {listing(made_at)}" if made_at else "with its inputs at other paths"
-    print(f"note: {what} {out_dir} was made {where}; the same texts (sha256) are given at other paths, so it is "
-          "replaced as one made with these settings is.", file=sys.stderr)
+    say(f"note: {what} {out_dir} was made {where}; the same texts (sha256) are given at other paths, so it is "
+        "replaced as one made with these settings is.", stream=sys.stderr)
     return made
 
 

@@ -8,7 +8,6 @@ import functools
 import json
 import logging
 import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from ..files.hashing import cache_key, check_inputs_unchanged, input_states
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, made_by, output_damage
 from ..logfile import fewer_than_asked
-from ..progress import progress_to_log_file, third_party_bars_off
+from ..progress import progress_said, progress_to_log_file, third_party_bars_off
 from .ids import read_token_ids
 from .streams import TOKEN_TYPES
 from .task_readers import ROW, SKIP_SETTING, read_task_split, row_place, task_files
@@ -160,7 +159,7 @@ def _encode_split(name: str, data_dir: str | None, split: str, tokenizer, max_le
     task_spec = get_task(name)
     cols, info = _read_rows(name, data_dir, split, options)
     if lines:
-        print(f"task {name}/{split}: tokenizing {len(cols['labels']):,} rows", file=sys.stderr, flush=True)
+        progress_said(f"task {name}/{split}: tokenizing {len(cols['labels']):,} rows")
     source = "eval" if split == "eval" else "train"
     ds = datasets.Dataset.from_dict(cols)
     place = functools.partial(row_place, name, data_dir, source)

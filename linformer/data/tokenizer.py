@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import re
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -28,7 +27,7 @@ from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, listing, made_by
 from ..logfile import say
 from ..modeling.values import ceil_div
-from ..progress import progress_to_log_file
+from ..progress import progress_said, progress_to_log_file
 from ..shell import script_command
 from ..signals import signals_stop
 from .io import (
@@ -164,9 +163,8 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
         taken = 0
         counts = {"replaced_chars": 0, "skipped_bad_rows": 0, "cr_line_ends": 0}
         if progress_lines and share != 0:  # a whole source takes a minute or more (the mirror's books): said first
-            print(f"tokenizer: reading {source} ({_source_size(source)}"
-                  f"{'' if share is None else f', up to {share:,} lines'}; {i + 1} of {len(sources)} sources)",
-                  file=sys.stderr, flush=True)
+            progress_said(f"tokenizer: reading {source} ({_source_size(source)}"
+                          f"{'' if share is None else f', up to {share:,} lines'}; {i + 1} of {len(sources)} sources)")
         with _source_lines(source, skip_bad_rows, counts, stats.setdefault("sha256", {})) as lines:
             for line in lines if share != 0 else ():
                 if not line.strip():
@@ -182,14 +180,13 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
         stats["lines"] += taken
         stats["per_source"][source] = taken
         if progress_lines:
-            print(f"tokenizer: read {source} ({taken:,} lines; {i + 1} of {len(sources)} sources)", file=sys.stderr,
-                  flush=True)
+            progress_said(f"tokenizer: read {source} ({taken:,} lines; {i + 1} of {len(sources)} sources)")
         if counts["replaced_chars"]:
             log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", source, counts["replaced_chars"])
     if buf:
         yield buf
     if progress_lines:
-        print(f"tokenizer: learning the merges from {stats['lines']:,} lines", file=sys.stderr, flush=True)
+        progress_said(f"tokenizer: learning the merges from {stats['lines']:,} lines")
 
 
 def train_tokenizer(

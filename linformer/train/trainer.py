@@ -25,7 +25,7 @@ from ..data.streams import reading_moved
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
 from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
-from ..progress import progress_bar, progress_to_log_file
+from ..progress import progress_bar, progress_said, progress_to_log_file
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import (
     MetricsWriter,
@@ -376,7 +376,7 @@ class Trainer:
 
     def _progress_line(self, step: int, row: Mapping[str, Any]) -> None:
         if self._log_lines:
-            print(progress_line(self.task.stage, step, self.settings.max_steps, row), file=sys.stderr, flush=True)
+            progress_said(progress_line(self.task.stage, step, self.settings.max_steps, row))
 
     def _evaluate(self, step: int, row: dict[str, Any]) -> dict[str, float]:
         """The task's evaluation at `step` (its scores, returned), logged with the step's `row`; the best step kept."""

@@ -1011,6 +1011,24 @@ def test_a_log_file_gets_plain_lines_not_the_bars_of_the_task_s_tokenizing(qqp_d
     assert not datasets.are_progress_bars_disabled()
 
 
+def test_the_task_s_progress_lines_are_the_main_process_s_alone(qqp_dir, tokenizer, capfd, monkeypatch):
+    """The task's tokenizing lines were printed past the project's output helpers: every process of a launch printed
+    them, where rank 0 alone says a stage's progress (``cli.quiet_other_ranks``). They go through
+    ``progress.progress_said``."""
+    import logging
+
+    monkeypatch.setattr(task_loading, "progress_to_log_file", lambda: True)
+    capfd.readouterr()
+    try:
+        logging.disable(logging.WARNING)  # another rank of a launch, as quiet_other_ranks sets it
+        load_task("qqp", str(qqp_dir), tokenizer, 32, splits=("eval",))
+        assert "tokenizing" not in capfd.readouterr().err
+    finally:
+        logging.disable(logging.NOTSET)
+    load_task("qqp", str(qqp_dir), tokenizer, 32, splits=("eval",))  # the main process
+    assert capfd.readouterr().err.splitlines() == ["task qqp/eval: tokenizing 5 rows"]
+
+
 @pytest.mark.parametrize("by", ["text", "position"])
 @pytest.mark.parametrize("rows, fraction, held", [(99, 0.2, 20), (101, 0.1, 10), (200, 0.001, 1)])
 def test_the_validation_carve_holds_the_nearest_count_of_rows_to_its_fraction(rows, fraction, held, by):
