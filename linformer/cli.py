@@ -19,10 +19,10 @@ import threading
 from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
-from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
+from .errors import LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
 from .files.locations import started_script
 from .files.names import NAME_MAX_BYTES
-from .shell import scripts_named_here, shell_command
+from .shell import scripts_named_here
 from .signals import (
     Interrupted,
     command,
@@ -438,19 +438,6 @@ _USER_OS_ERRORS = {
     errno.ENAMETOOLONG: f"{{path}}: a name in this path is longer than the file system allows ({NAME_MAX_BYTES} "
                         "bytes): choose a shorter one (run_name, or what the default name is made of).",
 }
-
-
-def import_needed(module: str, what: str, package: str | None = None):
-    """`module`, imported; where it cannot be, a ConfigError saying `what` needs the PyPI package `package` (default:
-    the module's top level) and the command that installs it, raised where that feature starts: an optional piece
-    that is missing is one error line, not a traceback from deep inside the work."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        package = package or module.split(".")[0]
-        why = first_line(err)
-        raise ConfigError(f"{what} needs the {package} package, which cannot be imported here ({why}): "
-                          f"{shell_command('pip', 'install', package)}") from err
 
 
 def run_from_a_script() -> bool:

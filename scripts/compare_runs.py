@@ -10,8 +10,9 @@ that the shell expands from globs, which Hydra's key=value overrides cannot take
 import sys
 
 from linformer.argtypes import path
-from linformer.cli import ArgumentParser, cli_errors, shell_command
+from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
+from linformer.shell import shell_command
 
 
 def main(argv: list[str] | None = None) -> int:

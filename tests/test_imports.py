@@ -75,17 +75,20 @@ def test_only_the_spec_reads_the_raw_config():
 
 
 # The package's layers, lowest first: a module imports only from its own layer and those below. The lowest holds the
-# mechanisms everything shares (errors, signal handling, atomic files, the CLI wrapper); the job runner sits with
-# the plans it runs, above the output rule it applies to every plan before the first job starts.
+# mechanisms everything shares (errors, signal handling, atomic files, progress, optional imports); the CLI wrapper
+# (cli, hydra_start) sits above the library (data/, modeling/), which knows nothing of a command line and is called
+# from Python as from the scripts; the job runner sits with the plans it runs, above the output rule it applies to
+# every plan before the first job starts.
 # errors and values live in modeling/ because the model's code, which a saved model carries (modeling/auto.py),
 # imports nothing outside it; they import nothing of the package, so they stay in the lowest layer.
 LOWEST_IN_MODELING = {"modeling.errors", "modeling.values"}
 LAYERS = [
     {"errors", "version", "lazy", *LOWEST_IN_MODELING},
-    {"signals", "files", "plots", "cli", "shell", "runname", "configs", "hydra_start", "argtypes", "devices", "logfile",
-     "script_help", "progress"},
+    {"signals", "files", "plots", "shell", "runname", "configs", "argtypes", "devices", "logfile", "script_help",
+     "progress", "optional"},
     {"data"},
     {"modeling"},
+    {"cli", "hydra_start"},
     {"runconfig"},
     {"rundir", "train", "bench", "output_rule"},
     {"report", "experiments", "gpu", "jobs"},

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import import_needed
 from ..errors import ConfigError
+from ..optional import import_needed
 
 METRIC_DIR = Path(__file__).parent / "metric_modules"
 

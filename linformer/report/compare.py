@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import plots
-from ..cli import import_needed, run_from_a_script
+from ..cli import run_from_a_script
 from ..data.metrics import METRICS, improves
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
@@ -28,6 +28,7 @@ from ..files.outputs import made_by
 from ..files.runs import METRICS as METRICS_FILE
 from ..files.tables import table_lines, table_row
 from ..modeling.values import projects_keys
+from ..optional import import_needed
 from ..rundir import (
     Run,
     find_runs,

@@ -48,7 +48,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..cli import import_needed, run_from_a_script
+from ..cli import run_from_a_script
 from ..errors import ConfigError, DataError
 from ..files.atomic import write_json
 from ..files.hashing import file_state
@@ -56,6 +56,7 @@ from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by
 from ..files.runs import METRICS, RESULTS
 from ..files.tables import table_lines
+from ..optional import import_needed
 from ..rundir import (
     RECORD_FILES,
     Run,
