@@ -2,8 +2,10 @@
 
 Writes DIR/runs.md (final and best metrics per run, with attention, k, sharing, model, task, a column per setting
 in which runs of one stage differ (trainer.lr, seed, ...), and the reported scores; then the mean and sd over the
-seeds of runs that differ in their seed alone) and DIR/<metric>.png (metric vs step, one line per run, a panel per
-stage; runs that share a name labelled by what differs), and prints the table. argparse, not Hydra: the runs are positional paths
+seeds of runs that differ in their seed alone; where pretraining runs differ in tokens per step, a tokens column and
+the runs at equal tokens, ranked) and DIR/<metric>.png (metric vs step, or vs tokens seen by --x or where tokens per
+step differ, one line per run, a panel per stage; runs that share a name labelled by what differs), and prints the
+table. argparse, not Hydra: the runs are positional paths
 that the shell expands from globs, which Hydra's key=value overrides cannot take.
 """
 
@@ -23,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "
                         "eval_f1 tokens_per_s mfu that the runs logged)")
     p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
+    p.add_argument("--x", choices=["step", "tokens"], default=None,
+                   help="the plots' x axis (default: tokens seen where runs of one stage differ in tokens per step, "
+                        "else step)")
     p.add_argument("--out", type=path, default=None,
                    help="output folder (default: paths.output_dir/compare)")
     p.add_argument("--overwrite", action="store_true",
@@ -34,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     with cli_errors():  # the default --out is read from the configs here: --help and a given --out need none
         out = args.out or path(f"{path_root('output_dir')}/compare")
-        result = compare_runs(args.runs, out, args.metrics, args.plot, args.overwrite,
+        result = compare_runs(args.runs, out, args.metrics, args.plot, args.overwrite, x=args.x,
                               command=shell_command("python", "scripts/compare_runs.py", *given))
         print(result["table"])
         print(f"wrote {result['markdown']}" + "".join(f"\nwrote {p}" for p in result["plots"]))

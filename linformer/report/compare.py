@@ -1,4 +1,6 @@
-"""Compare run directories: a markdown table of final and best metrics, and PNG plots of metrics vs step.
+"""Compare run directories: a markdown table of final and best metrics, and PNG plots of metrics vs step (or vs
+tokens seen: by default where runs of one stage differ in tokens per step, which the table then also compares at
+equal tokens).
 
 "final" is a metric's last logged value; "best" is its maximum for the task metrics where more is better (their
 direction is the metric registry's, ``data.metrics.METRICS``, as finetuning's selection reads it), throughput and MFU,
@@ -55,6 +57,14 @@ COLUMN_NAMES = {"experiment": "experiment_name"}
 # How a global batch is split (per device, or fixed by trainer.global_batch_size): runs of one global batch computed
 # the same steps whatever their processes, so these are no difference between them (Run.global_batch)
 SPLIT_KEYS = frozenset({"trainer.batch_size", "trainer.global_batch_size"})
+# The settings that set how many tokens a step trains on (global batch x n; processes, the other factor, is no
+# setting): runs that differ in them have seen different tokens at one step. figure3 lets its panels differ in them
+# only with n (its LENGTH_KEYS), and compare_runs compares such runs at equal tokens too (``tokens_per_step_note``)
+TOKENS_PER_STEP_KEYS = frozenset({"data.n", "model.max_seq_len", "trainer.batch_size", "trainer.global_batch_size",
+                                  "trainer.grad_accum"})
+# The stages that train on blocks of n tokens, whose tokens per step the settings fix (a finetuning step's tokens
+# are its examples' lengths)
+BLOCK_STAGES = ("pretrain", "transfer")
 # The identity keys the config columns show already (Run.key_config: k and sharing only where the attention has them)
 SHOWN_KEYS = frozenset({"model.name", "model.attention", "model.projected_dim", "model.sharing", "model.max_seq_len",
                         "data.n", "task.name", "model_path"})
@@ -101,14 +111,15 @@ class Tracked:
 
     def __init__(self, metric: str, plotted: bool = False):
         self.higher, self.plotted = higher_is_better(metric), plotted
-        self.final: tuple[int, int, float] | None = None  # (row index, step, value)
-        self.best: tuple[int, int, float] | None = None
-        self.points: list[tuple[int, int, float]] = []
+        # (row index, step, value, tokens seen at that step: None where the rows do not say)
+        self.final: tuple[int, int, float, float | None] | None = None
+        self.best: tuple[int, int, float, float | None] | None = None
+        self.points: list[tuple[int, int, float, float | None]] = []
         self.seen, self.stride = 0, 1
         self.nonfinite = 0  # values that were inf or NaN (a step whose update was skipped logs its loss first)
 
-    def add(self, index: int, step: int, value: float) -> None:
-        point = (index, step, value)
+    def add(self, index: int, step: int, value: float, tokens: float | None = None) -> None:
+        point = (index, step, value, tokens)
         self.final = point
         self.nonfinite += not math.isfinite(value)
         if improves(value, self.best[2] if self.best else None, self.higher):
@@ -124,24 +135,47 @@ class Tracked:
         return {"final": self.final[2], "final_step": self.final[1], "best": best[2], "best_step": best[1],
                 **({"nonfinite": self.nonfinite} if self.nonfinite else {})}
 
-    def series(self) -> tuple[list[int], list[float]]:
-        kept = sorted({*self.points, self.final, *([self.best] if self.best else [])})
-        return [step for _, step, _ in kept], [value for _, _, value in kept]
+    def series(self, x: str = "step") -> tuple[list[float], list[float]]:
+        """(x, values) of the kept points, x the step or (`x` "tokens") the tokens seen, where the rows say them."""
+        kept = sorted({*self.points, self.final, *([self.best] if self.best else [])}, key=lambda p: p[0])
+        if x == "tokens":
+            kept = [p for p in kept if p[3] is not None]
+            return [p[3] for p in kept], [p[2] for p in kept]
+        return [p[1] for p in kept], [p[2] for p in kept]
 
 
 @dataclass
 class Digest:
     """What a comparison keeps of a run's metrics.jsonl, read once row by row (``digest``): the numeric keys it
-    logged, its last step, and a Tracked per metric asked for that it logged."""
+    logged, its last step, the tokens seen (the training rows' `tokens`, the run's total after each step) at the last
+    step that logged them, and a Tracked per metric asked for that it logged."""
 
     logged: set[str] = field(default_factory=set)
     last_step: int = 0
     tracked: dict[str, Tracked] = field(default_factory=dict)
     nonfinite_losses: int = 0  # training rows whose loss is inf or NaN: their updates were skipped
+    tokens: tuple[int, float] | None = None  # (step, tokens seen after it) of the last row that logged tokens
+
+    def tokens_at(self, step: int, row: dict) -> float | None:
+        """The tokens seen at a row's step: its own `tokens`; none before the first step (the evaluation at step 0);
+        a row without them (an evaluation logged apart) those of its step's training row; else None."""
+        own = _number(row.get("tokens"))
+        if own is not None:
+            self.tokens = (step, own)
+            return own
+        if step == 0:
+            return 0.0
+        return self.tokens[1] if self.tokens and self.tokens[0] == step else None
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        """Tokens seen per step over the run (its last logged tokens over their step); None where none are logged."""
+        return self.tokens[1] / self.tokens[0] if self.tokens and self.tokens[0] > 0 else None
 
     def add(self, index: int, row: dict, wanted: set[str], plotted: set[str]) -> None:
         step = int(row["step"])
         self.last_step = max(self.last_step, step)
+        tokens = self.tokens_at(step, row)
         for key, raw in row.items():
             value = _number(raw)
             if value is None or key in ("step", "time"):
@@ -151,13 +185,13 @@ class Digest:
             if key in wanted:
                 if key not in self.tracked:
                     self.tracked[key] = Tracked(key, key in plotted)
-                self.tracked[key].add(index, step, value)
+                self.tracked[key].add(index, step, value, tokens)
 
     def summary(self, metrics: list[str]) -> dict[str, Any]:
         return {m: self.tracked[m].summary() for m in metrics if m in self.tracked}
 
-    def series(self, metric: str) -> tuple[list[int], list[float]]:
-        return self.tracked[metric].series() if metric in self.tracked else ([], [])
+    def series(self, metric: str, x: str = "step") -> tuple[list[float], list[float]]:
+        return self.tracked[metric].series(x) if metric in self.tracked else ([], [])
 
 
 def digest(rows: Iterable[dict], wanted: Iterable[str], plotted: Iterable[str] = ()) -> Digest:
@@ -235,15 +269,87 @@ def _setting(run: Run, key: str) -> str:
     return "" if value is None else str(value)
 
 
+def tokens_per_step_note(runs: list[Run], digests: list[Digest]) -> dict[str, str]:
+    """{stage: words} for each stage (BLOCK_STAGES) whose runs differ in the tokens they train on per step
+    (``Digest.tokens_per_step``, as metrics.jsonl logs them): how much, and the settings that make it
+    (TOKENS_PER_STEP_KEYS by ``rundir.identity_diff``, as figure3 names them; the processes where those differ).
+    At one step such runs have not seen the same tokens."""
+    notes = {}
+    for stage in dict.fromkeys(r.stage for r in runs if r.stage in BLOCK_STAGES):
+        staged = [(r, d) for r, d in zip(runs, digests) if r.stage == stage and d.tokens_per_step]
+        per_step = sorted({round(d.tokens_per_step) for _, d in staged})
+        if len(per_step) < 2:
+            continue
+        first = staged[0][0]
+        keys = sorted({k for r, _ in staged[1:] for k in identity_diff(first.config, r.config)
+                       if k in TOKENS_PER_STEP_KEYS})
+        settings = [f"{k} ({', '.join(sorted({_setting(r, k) or NULL for r, _ in staged}))})" for k in keys]
+        processes = {r.key_config.get("processes") for r, _ in staged}
+        if len(processes) > 1:
+            settings.append(f"processes ({', '.join(sorted(map(str, processes)))})")
+        notes[stage] = (f"the {stage} runs train on {per_step[0]:,} to {per_step[-1]:,} tokens per step "
+                        f"({per_step[-1] / per_step[0]:.3g}x), by {', '.join(settings) or 'settings not recorded'}: "
+                        "at one step they have not seen the same tokens")
+    return notes
+
+
+def value_at_tokens(digest_: Digest, metric: str, tokens: float) -> float | None:
+    """`metric` at `tokens` seen: its value there, else interpolated linearly in tokens between the kept points either
+    side (a perplexity in its log, as its loss would be); None where the run did not log it on both sides."""
+    xs, values = digest_.series(metric, "tokens")
+    pairs = [(x, v) for x, v in zip(xs, values) if math.isfinite(v)]
+    before = [p for p in pairs if p[0] <= tokens]
+    after = [p for p in pairs if p[0] >= tokens]
+    if not before or not after:
+        return None
+    (x0, v0), (x1, v1) = before[-1], after[0]
+    if x1 == x0:
+        return v0
+    log = metric.endswith("ppl") and v0 > 0 and v1 > 0
+    a, b = (math.log(v0), math.log(v1)) if log else (v0, v1)
+    out = a + (b - a) * (tokens - x0) / (x1 - x0)
+    return math.exp(out) if log else out
+
+
+def equal_tokens_table(runs: list[Run], metrics: list[str], digests: list[Digest], notes: dict[str, str],
+                       labels: list[str]) -> str:
+    """For each stage of `notes` (``tokens_per_step_note``): its runs at the most tokens every one of them saw, each
+    metric's value there (``value_at_tokens``), ranked by the first metric that two or more runs have there, best
+    first. "" where no stage's runs differ in tokens per step."""
+    out = []
+    for stage, words in notes.items():
+        staged = [(r, d, label) for r, d, label in zip(runs, digests, labels) if r.stage == stage and d.tokens]
+        tokens = min(d.tokens[1] for _, d, _ in staged)
+        at = [(r, d, label, {m: value_at_tokens(d, m, tokens) for m in metrics}) for r, d, label in staged]
+        ranked = next((m for m in metrics if sum(v[m] is not None for *_, v in at) >= 2), None)
+        if ranked:
+            sign = -1 if higher_is_better(ranked) else 1
+            at.sort(key=lambda x: (x[3][ranked] is None, sign * (x[3][ranked] or 0)))
+        lines = table_lines(["run", "tokens per step", "step at these tokens", *metrics])
+        for _, d, label, values in at:
+            fmt = [(_percent if m in PERCENT else _fmt) for m in metrics]
+            lines.append(table_row([label, f"{d.tokens_per_step:,.0f}", f"{tokens / d.tokens_per_step:,.4g}",
+                                    *("" if values[m] is None else f(values[m]) for m, f in zip(metrics, fmt))]))
+        out.append(f"\n## At equal tokens ({stage} runs)\n\n{words[0].upper()}{words[1:]}. Here each metric is its "
+                   f"value at {tokens:,.0f} tokens seen, the most every one of them reached, interpolated linearly in "
+                   "tokens between the logged values either side (a perplexity in its log, as its loss) where no "
+                   "row is at these tokens; blank where a run logged none on one side"
+                   + (f"; ranked by {ranked}, best first." if ranked else ".") + "\n\n" + "\n".join(lines) + "\n")
+    return "".join(out)
+
+
 def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -> str:
-    """One row per run: its name, key config, the settings that differ among the runs, steps, then
-    `final / best (@step)` per metric (each run's Digest, in the order of `runs`)."""
+    """One row per run: its name, key config, the settings that differ among the runs, steps (and the tokens seen,
+    where runs of one stage differ in tokens per step: ``tokens_per_step_note``), then `final / best (@step)` per
+    metric (each run's Digest, in the order of `runs`)."""
     config_cols = [c for c in CONFIG_COLUMNS
                    if any((r.stage if c == "stage" else r.key_config.get(c)) is not None for r in runs)]
     settings = differing_settings(runs)
     steady = [c for c in STEADY_COLUMNS if any(r.results.get(c) is not None for r in runs)]
     reported = list(dict.fromkeys(m for r in runs for m in reported_scores(r.results)))  # first-seen order
-    header = ["run", *(COLUMN_NAMES.get(c, c) for c in config_cols), *settings, "steps", *metrics,
+    per_step = tokens_per_step_note(runs, digests)
+    header = ["run", *(COLUMN_NAMES.get(c, c) for c in config_cols), *settings, "steps",
+              *(["tokens seen"] if per_step else []), *metrics,
               *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
     lines = table_lines(header)
@@ -257,6 +363,8 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
         cells += [_setting(r, k) for k in settings]
         steps = str(d.last_step)
         cells.append(steps if r.status in (None, "complete") else f"{steps} ({r.status})")  # not a finished run's
+        if per_step:
+            cells.append(f"{d.tokens[1]:,.0f}" if d.tokens else "")
         summary = d.summary(metrics)
         for m in metrics:
             s = summary.get(m)
@@ -285,6 +393,9 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
                  "first); best is over the finite ones, and the plots draw them as crosses at the top edge.")
     if settings:
         note += f" {', '.join(settings)}: the settings in which runs of one stage differ (config.yaml)."
+    for words in per_step.values():
+        note += (f" Not at equal tokens: {words}; `tokens seen` is each run's at its last step, and the runs are "
+                 "compared at equal tokens below.")
     if reported:
         note += (" Reported columns (results.json): the run's reported split, scored once after training on the "
                  "model of the step named.")
@@ -296,7 +407,8 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     damaged = [f"{label} ({r.damage_line})" for r, label in zip(runs, run_labels(runs)) if r.damaged]
     if damaged:
         note += f" Damaged records, each run shown without the files named: {'; '.join(damaged)}."
-    return "\n".join(lines) + "\n\n" + note + "\n\n" + machines_line(runs) + "\n"
+    return ("\n".join(lines) + "\n\n" + note + "\n\n" + machines_line(runs) + "\n"
+            + equal_tokens_table(runs, metrics, digests, per_step, run_labels(runs)))
 
 
 def machines_line(runs: list[Run]) -> str:
@@ -501,7 +613,7 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
                 labels: list[str] | None = None, title: str | None = None,
                 reference: tuple[str, float] | None = None,
                 series_of: Callable[[Run, str], tuple[list[int], list[float]]] = series,
-                ratio_to: Run | None = None) -> Path | None:
+                ratio_to: Run | None = None, x_label: str = "step") -> Path | None:
     """One PNG: `metric` against step, one line (or marker series, for sparse eval rows) per run, a panel per stage
     (an MLM loss and a classification loss never share an axis); each run its own colour and marker, the same in
     every plot of the runs; full-attention runs dashed; `reference` (label, value) a horizontal grey line; the legend below the
@@ -510,8 +622,8 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     and warm-up, is left out of each run's line, as the legend says; a log scale that a value <= 0 rules out is said on the
     axis. `ratio_to`, a run among `runs`, adds a panel under the first: each run's values over that run's at the same
     steps, which shows gaps of a percent that the curves' span hides. `labels` default to ``run_labels``;
-    `series_of` gives a run's (steps, values) (default: ``series``). Returns None (and writes nothing) when no run
-    logged `metric`."""
+    `series_of` gives a run's (steps, values) (default: ``series``), or its (x, values) on another axis that
+    `x_label` names (the tokens seen). Returns None (and writes nothing) when no run logged `metric`."""
     from matplotlib.lines import Line2D
 
     words, factor = metric_words(metric)
@@ -554,7 +666,7 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
             value = reference[1] * factor
             ax.axhline(value, color="grey", linestyle=":", linewidth=1.2,
                        label=f"{reference[0]} ({value:,.0f}{'%' if metric in PERCENT else ''})" if n == 0 else None)
-        ax.set_xlabel("step")
+        ax.set_xlabel(x_label)
         shown = [v for d in data if d[1].stage == stage for v in d[4] if math.isfinite(v)]
         if log_y and all(v > 0 for v in shown):
             ax.set_yscale("log")
@@ -567,8 +679,8 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
             plots.title(ax, f"{stage or 'stage not recorded'} runs", fontsize=10)
         ax.grid(alpha=0.3)
     if ratio:
-        _ratio_panel(axes[1][0], data, ratio_to, axes[0][0])
-    plots.title(fig, title or f"{words} by step", fontsize=11)
+        _ratio_panel(axes[1][0], data, ratio_to, axes[0][0], x_label)
+    plots.title(fig, title or f"{words} by {x_label.split(' (')[0]}", fontsize=11)
     handles, names = [], []
     for ax in fig.axes:
         for handle, name in zip(*ax.get_legend_handles_labels()):
@@ -582,7 +694,7 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         names.append("not drawn: each run's first step (compilation and warm-up)")
     if missing:
         handles.append(Line2D([], [], linestyle="none"))
-        names.append(f"no {metric} logged: {', '.join(missing)}")
+        names.append(f"no {metric} logged{'' if x_label == 'step' else ' with tokens seen'}: {', '.join(missing)}")
     plots.legend_below(fig, handles, names, more="more runs")
     return save_figure(fig, path)
 
@@ -617,8 +729,8 @@ def run_colours(runs: list[Run]) -> list:
     return [next(of_stage[stage]) for stage in stages]
 
 
-def _ratio_panel(ax, data: list, reference: Run, above) -> None:
-    """Each run's values over `reference`'s at the steps both logged, as percent above it."""
+def _ratio_panel(ax, data: list, reference: Run, above, x_label: str = "step") -> None:
+    """Each run's values over `reference`'s at the steps (x) both logged, as percent above it."""
     ref = next(d for d in data if d[1] is reference)
     at = {s: v for s, v in zip(ref[3], ref[4]) if math.isfinite(v) and v != 0}
     for colour, run, _, steps, values in data:
@@ -629,7 +741,7 @@ def _ratio_panel(ax, data: list, reference: Run, above) -> None:
                 marker="o" if len(kept) <= 20 else None, markersize=3)
     ax.axhline(0, color=ref[0], linestyle=plots.FULL_STYLE, linewidth=1.2)
     ax.set_ylabel(f"% above {ref[2]}")
-    ax.set_xlabel("step")
+    ax.set_xlabel(x_label)
     ax.grid(alpha=0.3)
     above.set_xlabel("")
     late = [v for line in ax.get_lines()[:-1] for s, v in zip(*line.get_data()) if s >= max(at) / 4]
@@ -655,7 +767,7 @@ def _drawable(asked: list[str] | None, metrics: list[str]) -> list[str]:
 
 def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str] | None = None,
                  plot_metrics: list[str] | None = None, overwrite: bool = False,
-                 command: str | None = None) -> dict[str, Any]:
+                 command: str | None = None, x: str | None = None) -> dict[str, Any]:
     """Write out_dir/runs.md (the table, after a line with `command`, the command line that made it, when given)
     and out_dir/<metric>.png for each plotted metric, and where seed groups differ in a numeric setting (an lr
     sweep), out_dir/chosen_<val metric>_by_<setting>.png (``plot_sweep``).
@@ -663,14 +775,21 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
     compare_runs did not write is refused unless `overwrite` (``outputs.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "seed_groups": [[runs]], "summary": {run path:
-    summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``)."""
+    summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``).
+
+    The plots' x axis is `x`: "step", "tokens" (the tokens seen, metrics.jsonl's `tokens`), or None: the tokens where
+    runs of one stage differ in tokens per step (``tokens_per_step_note``; the table then compares them at equal
+    tokens as well), else the step; the axis label says which, and why where it was chosen."""
+    if x not in (None, "step", "tokens"):
+        raise ConfigError(f"x={x!r}: give step or tokens (or nothing: tokens where the runs differ in tokens per step)")
     runs = [load_run(p, rows=False) for p in find_runs(named_paths(paths), strict=True)]
     if not runs:
         raise DataError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
     # each metrics.jsonl read once, row by row, keeping only the metrics the table and plots can show
     wanted = list(metrics or default_metrics())
     plotted = list(plot_metrics) if plot_metrics else wanted
-    digests = [digest(iter_metrics(r.path / METRICS_FILE), {*wanted, *plotted}, plotted) for r in runs]
+    # every metric keeps its thinned series: the table reads it at equal tokens (``value_at_tokens``)
+    digests = [digest(iter_metrics(r.path / METRICS_FILE), {*wanted, *plotted}, {*wanted, *plotted}) for r in runs]
     logged = logged_metrics(digests)
     for flag, asked in (("--metrics", metrics), ("--plot", plot_metrics)):
         missing = [m for m in asked or [] if m not in logged]
@@ -684,6 +803,10 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     md = out_dir / "runs.md"
     swept = sweep_plots(groups) if plot_metrics else []  # drawn where matplotlib is (_drawable)
     of_run = {id(r): d for r, d in zip(runs, digests)}
+    differ = bool(tokens_per_step_note(runs, digests))
+    axis = x or ("tokens" if differ else "step")
+    x_label = ("step" if axis == "step" else "tokens seen" + (" (the runs differ in tokens per step)" if x is None
+                                                              else ""))
     # no settings: a comparison's folder takes the next comparison, of any runs; the command line is its record
     record = {**made_by("compare_runs", {}), **({"command_line": command} if command else {})}
     with output_files([md, *(out_dir / f"{m}.png" for m in plot_metrics),
@@ -692,7 +815,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
         atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
                  if (p := plot_metric(runs, m, out_dir / f"{m}.png", reference=mfu_target(runs) if m == "mfu" else None,
-                                      series_of=lambda r, metric: of_run[id(r)].series(metric))) is not None]
+                                      series_of=lambda r, metric: of_run[id(r)].series(metric, axis),
+                                      x_label=x_label)) is not None]
         plots += [plot_sweep(groups, m, k, out_dir / sweep_plot_name(m, k)) for m, k in swept]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,
             "summary": {str(r.path): d.summary(metrics) for r, d in zip(runs, digests)}}

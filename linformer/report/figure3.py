@@ -26,7 +26,7 @@ from ..files.outputs import MANIFEST, made_by
 from ..modeling.configuration import ATTENTION_FIELDS, SIZE_FIELDS
 from ..modeling.values import projects_keys
 from ..rundir import Run, find_runs, identity_diff, load_run, named_paths
-from .compare import series
+from .compare import TOKENS_PER_STEP_KEYS, series
 from .curves import plot_pretrain_curves
 from .rows import k_label, variant_label, variant_of
 
@@ -39,9 +39,8 @@ PAPER_3D_K = 256      # the k the paper's Figure 3d holds fixed (its section 5.1
 # that keeps batch x n, the tokens per step, fixed. Any other setting (lr, seed, steps, corpus) is refused: the
 # figure would show it as the attention's doing.
 ATTENTION_KEYS = frozenset(f"model.{name}" for name in ("attention", *ATTENTION_FIELDS))
-LENGTH_KEYS = frozenset({"data.n", "data.name", "corpus_dir", "corpus_cache_key", "trainer.batch_size",
-                         "trainer.global_batch_size",
-                         "model.max_position_embeddings"})
+LENGTH_KEYS = (TOKENS_PER_STEP_KEYS - {"trainer.grad_accum", "model.max_seq_len"}) | {
+    "data.name", "corpus_dir", "corpus_cache_key", "model.max_position_embeddings"}
 
 
 def check_alike(runs: list[Run], free: frozenset[str], what: str) -> None:

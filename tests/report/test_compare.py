@@ -789,3 +789,65 @@ def test_the_compare_runs_script_is_a_main_of_argv_and_its_table_is_printed_insi
     assert stop.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("error: ") and "No such file or directory" in last and "stdout" in last, last
+
+
+def _batch_run(make_run, root, name, batch, n=128, val_ppls=((10, 50.0), (20, 40.0))):
+    """A pretraining run of `batch` sequences of n tokens a step, logging its tokens each step, as the trainer does."""
+    import yaml
+
+    rows = [{"step": 0, "time": 0.0, "val_ppl": 100.0}]
+    evals = dict(val_ppls)
+    for s in range(1, max(evals) + 1):
+        rows.append({"step": s, "time": float(s), "loss": 5.0 - s / 10, "tokens": float(s * batch * n),
+                     **({"val_ppl": evals[s]} if s in evals else {})})
+    path = make_run(root, "pretrain", name, rows, results={"processes": 1, "batch_size": batch, "global_batch": batch})
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    (path / "config.yaml").write_text(yaml.safe_dump({**config, "trainer": {"batch_size": batch}}))
+    return path
+
+
+def test_pretraining_runs_of_other_tokens_per_step_are_ranked_at_equal_tokens_and_plotted_by_tokens(tmp_path,
+                                                                                                   make_run):
+    """A batch-32 run is ahead of a batch-16 one at every step only because it saw twice the tokens: the note names
+    the batch that makes the difference, the table gives the tokens seen, and the runs are ranked at equal tokens,
+    where the batch-16 run leads; the plots' axis is the tokens seen, and says why."""
+    small = _batch_run(make_run, tmp_path / "out", "b16", 16, val_ppls=((10, 60.0), (20, 40.0)))
+    # at step 10 (40,960 tokens) 50, at step 20 (81,920) 30: at the 40,960 tokens the batch-16 run saw by its end
+    big = _batch_run(make_run, tmp_path / "out", "b32", 32, val_ppls=((10, 50.0), (20, 30.0)))
+    result = compare_runs([small, big], tmp_path / "cmp", metrics=["val_ppl"])
+    table = result["table"]
+    assert "tokens seen" in table.splitlines()[0] and "| 40,960 |" in table and "| 81,920 |" in table
+    assert "2,048 to 4,096 tokens per step (2x), by trainer.batch_size (16, 32)" in table
+    equal = table.split("## At equal tokens (pretrain runs)")[1]
+    assert "value at 40,960 tokens seen" in equal and "ranked by val_ppl, best first" in equal
+    rows = [line for line in equal.splitlines() if line.startswith("| b")]
+    assert rows == ["| b16 | 2,048 | 20 | 40 |", "| b32 | 4,096 | 10 | 50 |"]
+    from linformer.report.compare import digest, value_at_tokens
+    from linformer.rundir import iter_metrics
+    runs = result["runs"]
+    d = digest(iter_metrics(runs[1].path / "metrics.jsonl"), {"val_ppl"}, {"val_ppl"})
+    # between 40,960 (50) and 81,920 (30) tokens a perplexity is interpolated in its log: the geometric mean halfway
+    assert value_at_tokens(d, "val_ppl", 61_440) == pytest.approx(math.sqrt(50.0 * 30.0))
+
+
+def test_the_plot_axis_is_tokens_where_tokens_per_step_differ_or_asked_and_says_which(tmp_path, make_run,
+                                                                                      monkeypatch):
+    from linformer.report import compare
+
+    drawn = []
+    real = compare.plot_metric
+    monkeypatch.setattr(compare, "plot_metric", lambda *a, **k: drawn.append((k["x_label"], k["series_of"]))
+                        or real(*a, **k))
+    small = _batch_run(make_run, tmp_path / "out", "b16", 16)
+    big = _batch_run(make_run, tmp_path / "out", "b32", 32)
+    runs = compare_runs([small, big], tmp_path / "cmp", metrics=["val_ppl"])["runs"]
+    label, series_of = drawn[-1]
+    assert label == "tokens seen (the runs differ in tokens per step)"
+    assert series_of(runs[1], "val_ppl")[0] == [0.0, 40_960.0, 81_920.0]
+    other = _batch_run(make_run, tmp_path / "out2", "b16b", 16)
+    compare_runs([small, other], tmp_path / "cmp2", metrics=["val_ppl"])
+    assert drawn[-1][0] == "step"
+    compare_runs([small, other], tmp_path / "cmp3", metrics=["val_ppl"], x="tokens")
+    assert drawn[-1][0] == "tokens seen"
+    compare_runs([small, big], tmp_path / "cmp4", metrics=["val_ppl"], x="step")
+    assert drawn[-1][0] == "step" and "## At equal tokens" in (tmp_path / "cmp4" / "runs.md").read_text()
