@@ -21,11 +21,13 @@ from typing import Any
 
 from .. import plots
 from ..cli import run_from_a_script
+from ..data.io import recorded_paths
 from ..data.metrics import METRICS, improves
 from ..data.metrics import higher_is_better as score_higher_is_better
 from ..errors import ConfigError, DataError
 from ..files.atomic import atomic_write, output_files, save_figure
 from ..files.locations import resolve_path
+from ..files.mappings import flatten
 from ..files.outputs import made_by
 from ..files.runs import METRICS as METRICS_FILE
 from ..files.tables import table_lines, table_row
@@ -293,6 +295,32 @@ def tokens_per_step_note(runs: list[Run], digests: list[Digest]) -> dict[str, st
     return notes
 
 
+# What names the tokenizer a pretraining run's ids come from (config.yaml: its name, its folder, the vocabulary it was
+# trained to), and the metrics per token of that vocabulary: under another tokenizer a token is another unit of text
+TOKENIZER_KEYS = ("data.tokenizer", "tokenizer_dir", "data.vocab_size")
+PER_TOKEN = ("val_ppl", "ppl", "val_loss", "loss")
+
+
+def tokenizer_note(runs: list[Run], metrics: list[str]) -> str:
+    """Words for the table's note where runs of one stage (BLOCK_STAGES) that show a per-token metric (PER_TOKEN)
+    differ in their tokenizer (TOKENIZER_KEYS, paths as records name them): their perplexities and losses are per token
+    of different vocabularies and do not compare; "" otherwise. A note, not a refusal: their other columns (speed,
+    MFU, the settings) compare, and a comparison of tokenizers is one a user may want side by side."""
+    shown = [m for m in metrics if m in PER_TOKEN]
+    if not shown:
+        return ""
+    out = []
+    for stage in dict.fromkeys(r.stage for r in runs if r.stage in BLOCK_STAGES):
+        staged = [r for r in runs if r.stage == stage]
+        values = {k: sorted({str(recorded_paths(flatten(r.config).get(k))) for r in staged}) for k in TOKENIZER_KEYS}
+        differ = [f"{k} ({', '.join(v)})" for k, v in values.items() if len(v) > 1]
+        if differ:
+            out.append(f" Not comparable: the {stage} runs differ in their tokenizer ({'; '.join(differ)}), so their "
+                       f"{', '.join(shown)} are per token of different vocabularies and do not compare across "
+                       "tokenizers; compare them only among runs of one tokenizer.")
+    return "".join(out)
+
+
 def value_at_tokens(digest_: Digest, metric: str, tokens: float) -> float | None:
     """`metric` at `tokens` seen: its value there, else interpolated linearly in tokens between the kept points either
     side (a perplexity in its log, as its loss would be); None where the run did not log it on both sides."""
@@ -386,7 +414,10 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
         lines.append(table_row(cells))
     maxed = [m for m in metrics if higher_is_better(m)]
-    note = ("Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
+    # first: it decides whether the per-token columns may be read against each other at all
+    not_comparable = tokenizer_note(runs, metrics).lstrip()
+    note = ((not_comparable + " " if not_comparable else "")
+            + "Cells: final value / best value (@step of the best); `(best)` where the final value is the best. "
             + (f"Best = max for {', '.join(maxed)}; min otherwise." if maxed else "Best = min."))
     if nonfinite:
         note += (" `N non-finite`: values logged as inf or NaN (a step whose update was skipped logs its loss "

@@ -851,3 +851,24 @@ def test_the_plot_axis_is_tokens_where_tokens_per_step_differ_or_asked_and_says_
     assert drawn[-1][0] == "tokens seen"
     compare_runs([small, big], tmp_path / "cmp4", metrics=["val_ppl"], x="step")
     assert drawn[-1][0] == "step" and "## At equal tokens" in (tmp_path / "cmp4" / "runs.md").read_text()
+
+
+def test_pretraining_runs_of_other_tokenizers_are_said_not_comparable_on_perplexity(tmp_path, make_run):
+    """Perplexities over two vocabularies are no comparison: the note says so first, naming the tokenizers; runs of
+    one tokenizer get no such words, nor do metrics that are not per token."""
+    import yaml
+
+    def run(name, tokenizer, vocab):
+        path = make_run(tmp_path / "out", "pretrain", name, _pretrain_rows(1.0))
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "data": {"tokenizer": tokenizer,
+                                                                              "vocab_size": vocab}}))
+        return path
+
+    ours, theirs, same = run("a", "mirror_slice", 8000), run("b", "other_tok", 16000), run("c", "mirror_slice", 8000)
+    table = compare_runs([ours, theirs], tmp_path / "cmp", metrics=["val_ppl", "loss"])["table"]
+    note = next(line for line in table.splitlines() if line.startswith("Not comparable"))
+    assert "differ in their tokenizer (data.tokenizer (mirror_slice, other_tok); data.vocab_size (16000, 8000))" in note
+    assert "their val_ppl, loss are per token of different vocabularies" in note
+    assert "Not comparable" not in compare_runs([ours, same], tmp_path / "cmp2", metrics=["val_ppl"])["table"]
+    assert "Not comparable" not in compare_runs([ours, theirs], tmp_path / "cmp3", metrics=["tokens_per_s"])["table"]
