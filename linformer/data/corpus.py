@@ -55,7 +55,7 @@ from .io import (
     text_states,
 )
 from .tokenizer import check_sequence_room, encoding_of, load_tokenizer, part_differences, tokenizer_hash
-from .unigram import unigram_perplexity
+from .unigram import frequency_perplexities
 from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
@@ -665,7 +665,7 @@ def prepare_corpus(
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)
     old = None if force or key is None else _reusable(out, key)
     if old is not None:
-        return old
+        return _with_context_free(out, old, tokenizer_dir)
     settings = {"n": n, "val_fraction": val_fraction, "seed": seed, "skip_bad_rows": skip_bad_rows,
                 "max_documents": max_documents}
     # keyed as configs/corpus.yaml names them; what the sources and tokenizer hold is in the cache key
@@ -746,9 +746,27 @@ def _reusable(out: Path, key: str) -> dict | None:
     return old
 
 
+def _with_context_free(out: Path, manifest: dict, tokenizer_dir: str) -> dict:
+    """`manifest`, with the context-free perplexity (``unigram.context_free_perplexity``) that a manifest of an earlier
+    prepare_corpus lacks computed from the corpus's splits and written into it (its data files are unchanged: their
+    checksums hold)."""
+    if "context_free_val_ppl" in manifest or manifest.get("unigram_val_ppl") is None:
+        return manifest
+    import datasets
+
+    tok = load_tokenizer(tokenizer_dir)
+    dd = datasets.load_from_disk(str(out))
+    _, context_free = frequency_perplexities(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
+    manifest = {**manifest, "context_free_val_ppl": round(context_free, 4)}
+    write_json(out / MANIFEST, manifest)
+    say(f"corpus: added the context-free perplexity ({context_free:,.1f}) its manifest predates to {out / MANIFEST}",
+        logger=log)
+    return manifest
+
+
 def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int, int, int, int], srcs: list[SourceText],
-              n_docs: int, totals: dict, total_tokens: int, splits: dict, unigram: float, timing: dict, nproc: int,
-              tmp: Path) -> dict:
+              n_docs: int, totals: dict, total_tokens: int, splits: dict, baselines: tuple[float, float], timing: dict,
+              nproc: int, tmp: Path) -> dict:
     """manifest.json's content (timing: seconds per step): what made the corpus, its sources, counts and splits, timings, and every data
     file's size and sha256 (load_prepared finds a damaged or cut-short corpus with them before training)."""
     bos, eos, sep, nl = ids
@@ -772,7 +790,10 @@ def _manifest(record: dict, key: str | None, tok, tok_hash: str, ids: tuple[int,
         "replaced_chars": totals["replaced_chars"],
         "skipped_bad_rows": totals["skipped_bad_rows"],
         "splits": splits,
-        "unigram_val_ppl": None if math.isnan(unigram) else round(unigram, 4),
+        # the perplexities of token frequencies alone and of the best model that reads no context (unigram.py):
+        # the plateau pretraining runs on this corpus are judged against
+        **{name: None if math.isnan(ppl) else round(ppl, 4)
+           for name, ppl in zip(("unigram_val_ppl", "context_free_val_ppl"), baselines)},
         "timing_s": {step: round(seconds, 2) for step, seconds in timing.items()},
         "tokens_per_s": round(total_tokens / max(timing["tokenize"], 1e-9)),
         "num_proc": nproc,
@@ -837,14 +858,14 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
     with third_party_bars_off(lines):
         dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
     # once per corpus, not at every pretraining start: the plateau its runs are reported against
-    unigram = unigram_perplexity(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
+    baselines = frequency_perplexities(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
     del dd, tokd, paras
     t_pack = time.perf_counter() - t0
     shutil.rmtree(work)
 
     timing = {"read": t_read, "tokenize": t_tok, "pack": t_pack, "total": time.perf_counter() - t_start}
     manifest = _manifest(record, key, tok, tok_hash, (bos, eos, sep, nl), srcs, n_docs, totals, int(lens.sum()),
-                         splits, unigram, timing, nproc, tmp)
+                         splits, baselines, timing, nproc, tmp)
     write_json(tmp / MANIFEST, manifest)
     return manifest
 

@@ -8,14 +8,17 @@ from ..errors import DataError
 from ..rundir import load_run
 from .compare import plot_metric
 
+PLATEAU_LABEL = "no context, own input token only"  # the plateau's line (data.unigram.context_free_perplexity)
+
 
 def plot_pretrain_curves(runs: dict[str, str | Path], out_png: str | Path, title: str = "",
-                         unigram_ppl: float | None = None, ratio_to: str | None = None) -> Path:
+                         plateau_ppl: float | None = None, ratio_to: str | None = None) -> Path:
     """runs: label -> pretraining run dir. Log-scale validation perplexity against updates, one line per run
-    (dashed for full attention), and a grey line at the perplexity of token frequencies alone when given;
+    (dashed for full attention), and a grey line at the plateau when given: the perplexity of the best model that
+    reads no context (``data.unigram.context_free_perplexity``);
     `ratio_to`, a label, adds a panel of each run's perplexity as percent above that run's (``plot_metric``)."""
     loaded = [load_run(d, rows=False) for d in runs.values()]  # each series streamed as it is drawn (series)
-    reference = None if unigram_ppl is None else ("token frequencies alone", unigram_ppl)
+    reference = None if plateau_ppl is None else (PLATEAU_LABEL, plateau_ppl)
     out = plot_metric(loaded, "val_ppl", out_png, log_y=True, labels=list(runs),
                       title=title or "MLM validation perplexity (cf. Linformer Figure 3)", reference=reference,
                       ratio_to=None if ratio_to is None else loaded[list(runs).index(ratio_to)])

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import run_from_a_script
-from ..data.corpus import read_manifest
+from ..data.corpus import prepare_again, read_manifest
 from ..data.io import local_path
-from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
+from ..data.unigram import PLATEAU_RATIO, on_plateau
 from ..errors import DataError
 from ..files.atomic import output_files, write_json
 from ..files.locations import repo_relative
@@ -82,21 +82,30 @@ def label_of(run: Run) -> str:
     return f"Linformer k={k_label(k_of(run))} ({key['sharing']}{variant})"
 
 
-def unigram_of(run: Run) -> tuple[float | None, str | None]:
-    """(the perplexity of token frequencies alone on the run's validation split, None) from its summary.json, or
-    else from the manifest of the corpus its config names where that corpus (same cache key) is here; (None, why not)
-    when neither has it."""
-    recorded = run.results.get("unigram_val_ppl")
-    if recorded is not None:
-        return recorded, None
+BASELINES = ("unigram_val_ppl", "context_free_val_ppl")  # data.unigram's perplexities, as summaries and manifests name them
+
+
+def baselines_of(run: Run) -> tuple[dict[str, float | None], str | None]:
+    """({name: value} of ``BASELINES`` on the run's validation split, the perplexities of token frequencies alone and
+    of the best model that reads no context, whose plateau the run is judged against; why the context-free one is
+    unknown, or None). Each from the run's summary.json, or else from the manifest of the corpus its config names
+    where that corpus (same cache key) is here (``prepare_corpus`` adds the context-free one to an earlier manifest)."""
+    values = {name: run.results.get(name) for name in BASELINES}
+    if values["context_free_val_ppl"] is not None:
+        return values, None
     corpus, key = run.config.get("corpus_dir"), run.config.get("corpus_cache_key")
     if not corpus:
-        return None, f"{run.name} records neither unigram_val_ppl nor a corpus_dir"
+        return values, f"{run.name} records neither context_free_val_ppl nor a corpus_dir"
     manifest = read_manifest(local_path(str(corpus))) or {}  # a record names it relative to the repository
-    if manifest.get("unigram_val_ppl") is not None and (key is None or manifest.get("cache_key") == key):
-        return manifest["unigram_val_ppl"], None
-    return None, (f"{run.name}'s summary.json predates unigram_val_ppl, and the manifest of the corpus it trained on "
-                  f"({Path(corpus) / MANIFEST}, cache key {key}) is not here to give it")
+    if key is None or manifest.get("cache_key") == key:
+        values = {name: manifest.get(name) if values[name] is None else values[name] for name in BASELINES}
+    if values["context_free_val_ppl"] is not None:
+        return values, None
+    why = (f"{run.name}'s summary.json predates context_free_val_ppl, and the manifest of the corpus it trained on "
+           f"({Path(corpus) / MANIFEST}, cache key {key}) ")
+    if manifest and (key is None or manifest.get("cache_key") == key):
+        return values, why + f"predates it too: {prepare_again(str(corpus), manifest)} adds it"
+    return values, why + "is not here to give it"
 
 
 def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
@@ -122,8 +131,8 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
                      "tokens": run.results.get("tokens"), "tokens_per_s": run.results.get("tokens_per_s"),
                      "device": run.results.get("device"),  # the machine it trained on, in words
                      "final_val_ppl": ppl[-1], "curve": {"step": steps, "val_ppl": ppl}})
-        unigram, why = unigram_of(run)
-        rows[-1].update({"unigram_val_ppl": unigram, **({"unigram_unknown": why} if why else {})})
+        values, why = baselines_of(run)
+        rows[-1].update({**values, **({"plateau_unknown": why} if why else {})})
     return rows
 
 
@@ -148,11 +157,11 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
     for r in rows:
         r["ppl_ratio_vs_full"] = r["final_val_ppl"] / reference if math.isfinite(reference) else None
     judged = [r for r in rows if projects_keys(r["attention"]) and r["k"] is not None and _smallest(r["k"]) >= TARGET_K]
-    unigram = full[0]["unigram_val_ppl"]
+    context_free = full[0]["context_free_val_ppl"]
     data = {
         "runs": sorted(rows, key=lambda r: (projects_keys(r["attention"]), _k_order(r["k"]))),
         "reference_val_ppl": reference,
-        "unigram_val_ppl": unigram,
+        **{name: full[0][name] for name in BASELINES},
         "target": f"every Linformer with k >= {TARGET_K} within {TARGET_RATIO - 1:.0%} of full attention's final "
                   "validation perplexity",
         "target_met": all(r["ppl_ratio_vs_full"] is not None and r["ppl_ratio_vs_full"] <= TARGET_RATIO
@@ -168,20 +177,21 @@ def figure3_data(runs: list[Run]) -> dict[str, Any]:
         linformers = sorted({r["k"] for r in rows if projects_keys(r["attention"])}, key=_k_order)
         data["not_judged"] = (f"no Linformer run with k >= {TARGET_K} (k = {', '.join(map(k_label, linformers))} only)"
                               if linformers else "no Linformer run, only full attention: nothing to compare with it")
-    elif on_unigram_plateau(reference, unigram) is None:
+    elif on_plateau(reference, context_free) is None:
         data["target_met"] = None
-        data["not_judged"] = _plateau_unknown([full[0]["unigram_unknown"]])
-    elif on_unigram_plateau(reference, unigram):
+        data["not_judged"] = _plateau_unknown([full[0]["plateau_unknown"]])
+    elif on_plateau(reference, context_free):
         data["target_met"] = None
         data["not_judged"] = (f"full attention ends at {reference:,.1f}, above {PLATEAU_RATIO:.0%} of the "
-                              f"perplexity of token frequencies alone ({unigram:,.1f}): no run has learned to use "
-                              "its context yet, so their attention cannot differ; pretrain for more steps")
+                              f"perplexity of a model that reads no context ({context_free:,.1f}): no run has "
+                              "learned to use its context yet, so their attention cannot differ; pretrain for more "
+                              "steps")
     return data
 
 
 def _plateau_unknown(why: list[str]) -> str:
-    return (f"the perplexity of token frequencies alone is unknown ({'; '.join(why)}), so whether the runs have "
-            f"left its plateau (below {PLATEAU_RATIO:.0%} of it) could not be checked: runs still on it agree "
+    return (f"the perplexity of a model that reads no context is unknown ({'; '.join(why)}), so whether the runs "
+            f"have left its plateau (below {PLATEAU_RATIO:.0%} of it) could not be checked: runs still on it agree "
             "whatever their attention")
 
 
@@ -223,15 +233,15 @@ def figure3d_data(runs: list[Run]) -> dict[str, Any]:
         "target_met": len(linformer) > 1 and spread <= TARGET_RATIO,
         "judged": [r["label"] for r in linformer],
     }
-    plateau = [r for r in linformer if on_unigram_plateau(r["final_val_ppl"], r["unigram_val_ppl"])]
-    unknown = [r["unigram_unknown"] for r in linformer if "unigram_unknown" in r]
+    plateau = [r for r in linformer if on_plateau(r["final_val_ppl"], r["context_free_val_ppl"])]
+    unknown = [r["plateau_unknown"] for r in linformer if "plateau_unknown" in r]
     if len(linformer) < 2:
         data["target_met"] = None
         data["not_judged"] = "one n only: a spread across n needs at least two"
     elif plateau:
         data["target_met"] = None
         data["not_judged"] = (f"{', '.join(r['label'] for r in plateau)} ends above {PLATEAU_RATIO:.0%} of the "
-                              "perplexity of token frequencies alone: it has not learned to use its context yet, so "
+                              "perplexity of a model that reads no context: it has not learned to use its context yet, so "
                               "its length cannot matter; pretrain for more steps")
     elif unknown:
         data["target_met"] = None
@@ -256,17 +266,17 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
         trained = _trained_on(runs, data["runs"])
         if panel == "d":
             title = f"MLM validation perplexity at k = {data['k']} as n grows, {trained} (cf. Linformer Figure 3d)"
-            unigram = data["runs"][0]["unigram_val_ppl"]  # the shortest n's (the splits hold the same documents)
+            plateau = data["runs"][0]["context_free_val_ppl"]  # the shortest n's (the splits hold the same documents)
         else:
             title = (f"MLM validation perplexity, n = {data['runs'][0]['n']}, {trained} "
                      "(cf. Linformer Figure 3a)")
-            unigram = data["unigram_val_ppl"]
-        if unigram is None:  # no line to show the plateau: the title says what the curves cannot
-            title += ("; the perplexity of token frequencies alone is unknown, so whether these curves left its "
-                      "plateau (where runs agree whatever their attention) is not judged")
+            plateau = data["context_free_val_ppl"]
+        if plateau is None:  # no line to show the plateau: the title says what the curves cannot
+            title += ("; the perplexity of a model that reads no context is unknown, so whether these curves left "
+                      "its plateau (where runs agree whatever their attention) is not judged")
         full = next((r["label"] for r in data["runs"] if not projects_keys(r["attention"])), None) if panel != "d" else None
         plot_pretrain_curves({r["label"]: by_dir[r["run_dir"]].path for r in data["runs"]}, files[1], title=title,
-                             unigram_ppl=unigram, ratio_to=full)
+                             plateau_ppl=plateau, ratio_to=full)
     return data
 
 

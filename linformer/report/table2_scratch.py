@@ -31,6 +31,7 @@ from ..modeling.configuration import SIZE_FIELDS
 from ..modeling.values import projects_keys
 from ..rundir import find_runs, load_run, named_paths
 from .compare import series
+from .curves import PLATEAU_LABEL
 from .figure3 import figure3_data
 from .paired import (
     comparison_text,
@@ -251,10 +252,9 @@ def plot(data: dict, out_png: Path) -> None:
     for run in (data["figure3"] or {}).get("runs", []):
         steps, ppl = series(load_run(resolve_path(run["run_dir"]), rows=False, strict=True), "val_ppl")
         right.plot(steps, ppl, plots.FULL_STYLE if not projects_keys(run["attention"]) else "-", label=run["label"])
-    unigram = (data["figure3"] or {}).get("unigram_val_ppl")
-    if unigram:  # drawn as scripts/figure3.py draws it
-        right.axhline(unigram, color="grey", linestyle=":", linewidth=1.2,
-                      label=f"token frequencies alone ({unigram:,.0f})")
+    plateau = (data["figure3"] or {}).get("context_free_val_ppl")
+    if plateau:  # drawn as scripts/figure3.py draws it
+        right.axhline(plateau, color="grey", linestyle=":", linewidth=1.2, label=f"{PLATEAU_LABEL} ({plateau:,.0f})")
     right.set_yscale("log")
     right.set_xlabel("step")
     right.set_ylabel("validation perplexity (log scale)")

@@ -23,7 +23,7 @@ from ..data.corpus import check_corpus_settings, read_manifest
 from ..data.io import load_auto
 from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
-from ..data.unigram import PLATEAU_RATIO, on_unigram_plateau
+from ..data.unigram import PLATEAU_RATIO, frequency_perplexities, on_plateau
 from ..errors import ConfigError
 from ..files.hashing import check_inputs_unchanged, input_states
 from ..files.runs import MODEL_DIR
@@ -155,7 +155,12 @@ class PretrainTask(BlockStreamTask):
         # fixed prediction slots where shapes must not change (compiled) and on a GPU, where boolean indexing of the
         # targets would read their count back to the host in every micro-batch (a wait for the device)
         self.slots = prediction_slots(b * self.n, mlm_probability) if settings.compile or device.type == "cuda" else None
-        self.unigram_val_ppl = read_manifest(spec.corpus_dir)["unigram_val_ppl"]  # load_prepared checked it is there
+        manifest = read_manifest(spec.corpus_dir)
+        self.unigram_val_ppl = manifest["unigram_val_ppl"]  # load_prepared checked it is there
+        self.context_free_val_ppl = manifest.get("context_free_val_ppl")
+        if self.context_free_val_ppl is None and self.unigram_val_ppl is not None:  # a manifest that predates it
+            self.context_free_val_ppl = frequency_perplexities(data["train"], data["validation"], len(self.tokenizer),
+                                                               self.tokenizer.all_special_ids)[1]
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self._host_ready(self.train_stream.micro_batch(g))
@@ -221,12 +226,14 @@ class PretrainTask(BlockStreamTask):
         best = trainer.state["best"]
         final_ppl = perplexity(final) if final is not None else None
         report = [(f"validation perplexity {_ppl_change(initial, final)} (token frequencies alone: "
-                  f"{self.unigram_val_ppl:,.1f})")]
+                  f"{self.unigram_val_ppl:,.1f}; no context, its own input token only: "
+                  f"{self.context_free_val_ppl:,.1f})")]
         # a run of one update (the scratch rows' shape job, experiments.scratch.SHAPE) makes a starting point of
         # the model's shape, not a model to judge: it is not told to train further
-        if trainer.state["step"] > 1 and on_unigram_plateau(final_ppl, self.unigram_val_ppl):
-            report.append("the model has not yet learned beyond token frequencies (its perplexity is not below "
-                          f"{PLATEAU_RATIO:.0%} of theirs): train it for more steps before comparing or finetuning")
+        if trainer.state["step"] > 1 and on_plateau(final_ppl, self.context_free_val_ppl):
+            report.append("the model has not yet learned to use its context (its perplexity is not below "
+                          f"{PLATEAU_RATIO:.0%} of a model's that reads only its own input token): train it for more "
+                          "steps before comparing or finetuning")
         summary = {
             "model_dir": str(model_dir),
             "start_weights_sha256": self.start_weights_sha256,
@@ -234,6 +241,7 @@ class PretrainTask(BlockStreamTask):
             "final_val_loss": final,
             "final_val_ppl": final_ppl,
             "unigram_val_ppl": self.unigram_val_ppl,
+            "context_free_val_ppl": self.context_free_val_ppl,
             "best_val_loss": best["value"] if best else final,
             # what each evaluation scored: blocks of the validation split (trainer.eval_blocks), or for a run begun
             # before that was recorded, whole batches

@@ -1403,3 +1403,18 @@ def test_an_unprepared_corpus_whose_source_is_absent_says_to_carry_it_not_to_pre
         HydraConfig.instance().cfg = None
     assert "scripts/gpu_carry.py pack TARGET" in said and f"the prepared {corpus} itself" in said
     assert str(mirror) in said and "prepare_corpus" not in said
+
+
+def test_a_manifest_that_predates_the_context_free_perplexity_gets_it_when_the_corpus_is_reused(
+        prepared, corpus_file, tok_dir):
+    """A corpus prepared before manifests held the context-free perplexity is still read as it is, and preparing it
+    again (the same sources and settings) adds the figure from its splits, its blocks untouched."""
+    from linformer.data.corpus import read_manifest
+
+    out, m = prepared
+    assert 1 < m["context_free_val_ppl"] < m["unigram_val_ppl"]
+    (out / "manifest.json").write_text(json.dumps({k: v for k, v in m.items() if k != "context_free_val_ppl"}))
+    load_prepared(str(out), tok_dir)
+    again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert again["context_free_val_ppl"] == pytest.approx(m["context_free_val_ppl"], abs=1e-3)
+    assert read_manifest(str(out)) == again and again["files"] == m["files"] and again["created"] == m["created"]

@@ -14,13 +14,13 @@ from ..train.conftest import compose_pretrain, tiny_data  # noqa: F401  (fixture
 
 
 def _run(attention: str, k: int | None, final_ppl: float, steps: int = 100, tokens: int = 51200,
-         unigram_ppl: float | None = 2150.0, n: int = 512, corpus: dict | None = None) -> Run:
+         context_free_ppl: float | None = 1230.0, n: int = 512, corpus: dict | None = None) -> Run:
     model = {"attention": attention, "projected_dim": k, "sharing": "headwise", "max_seq_len": n, "name": "base"}
     rows = [{"step": 0, "val_ppl": 900.0}, {"step": 50, "val_ppl": 2 * final_ppl},
             {"step": steps, "val_ppl": final_ppl}]
     results = {"steps": steps, "tokens": tokens}
-    if unigram_ppl is not None:
-        results["unigram_val_ppl"] = unigram_ppl
+    if context_free_ppl is not None:  # and token frequencies alone, as a summary records both
+        results.update({"unigram_val_ppl": 2150.0, "context_free_val_ppl": context_free_ppl})
     return Run(path=Path(f"/runs/{attention}-{k}-{n}"), name=f"{attention}-{k}-{n}", stage="pretrain",
                config={"model": model, **(corpus or {})}, results=results, rows=rows)
 
@@ -38,34 +38,45 @@ def test_ratios_and_the_target_judge_only_k_of_at_least_128():
     assert not missed["target_met"]
 
 
-def test_runs_still_on_the_unigram_plateau_are_not_judged():
-    """Runs that predict little more than token frequencies agree whatever their attention: no verdict."""
-    plateau = figure3_data([_run("full", None, 2117.0, unigram_ppl=2150.0), _run("linformer", 128, 2117.0)])
-    assert plateau["target_met"] is None and "2,117.0" in plateau["not_judged"] and "2,150.0" in plateau["not_judged"]
-    assert "not judged" in figure3_lines(plateau)[-1]
-    learned = figure3_data([_run("full", None, 20.0, unigram_ppl=2150.0), _run("linformer", 128, 20.5)])
+def test_runs_still_on_the_plateau_of_a_model_that_reads_no_context_are_not_judged():
+    """Runs that predict little more than a model reading only its own input token (token frequencies, and copying
+    the 10% of targets shown as themselves) agree whatever their attention: no verdict. At 1,500 they are 70% of the
+    unigram perplexity, which the rule once called off the plateau."""
+    for final in (2117.0, 1500.0):
+        plateau = figure3_data([_run("full", None, final), _run("linformer", 128, final)])
+        assert plateau["target_met"] is None and f"{final:,.1f}" in plateau["not_judged"]
+        assert "1,230.0" in plateau["not_judged"] and "reads no context" in plateau["not_judged"]
+        assert (plateau["unigram_val_ppl"], plateau["context_free_val_ppl"]) == (2150.0, 1230.0)
+        assert "not judged" in figure3_lines(plateau)[-1]
+    learned = figure3_data([_run("full", None, 1100.0), _run("linformer", 128, 1110.0)])  # below 0.9 x 1,230
     assert learned["target_met"] and "not_judged" not in learned and figure3_lines(learned)[-1].endswith("met")
 
 
-def test_runs_whose_unigram_perplexity_is_unknown_are_not_judged_unless_their_corpus_manifest_gives_it(tmp_path):
-    """Runs recorded before summary.json held unigram_val_ppl: not knowing whether they left the plateau is not
-    knowing that they did, so no verdict, unless the manifest of the corpus they name (same cache key) is here."""
+def test_runs_whose_context_free_perplexity_is_unknown_are_not_judged_unless_their_corpus_manifest_gives_it(tmp_path):
+    """Runs recorded before summary.json held context_free_val_ppl: not knowing whether they left the plateau is not
+    knowing that they did, so no verdict, unless the manifest of the corpus they name (same cache key) gives it; a
+    manifest of an earlier prepare_corpus (the unigram perplexity only) names the command that adds it."""
     corpus = {"corpus_dir": str(tmp_path / "wiki"), "corpus_cache_key": "268007bb9b13a8cf"}
-    runs = lambda: [_run("full", None, 2117.0, unigram_ppl=None, corpus=corpus),
-                    _run("linformer", 128, 2118.0, unigram_ppl=None, corpus=corpus)]
+    runs = lambda: [_run("full", None, 1500.0, context_free_ppl=None, corpus=corpus),
+                    _run("linformer", 128, 1501.0, context_free_ppl=None, corpus=corpus)]
     unknown = figure3_data(runs())
-    assert unknown["target_met"] is None and unknown["unigram_val_ppl"] is None
+    assert unknown["target_met"] is None and unknown["context_free_val_ppl"] is None
     assert "unknown" in unknown["not_judged"] and str(tmp_path / "wiki" / "manifest.json") in unknown["not_judged"]
     assert "not judged" in figure3_lines(unknown)[-1] and not figure3_lines(unknown)[-1].endswith("met")
     (tmp_path / "wiki").mkdir()
     manifest = {"complete": True, "cache_key": "268007bb9b13a8cf", "unigram_val_ppl": 2098.4}
     (tmp_path / "wiki" / "manifest.json").write_text(json.dumps(manifest))
+    older = figure3_data(runs())  # 1,500 is below 90% of the unigram perplexity: no verdict without the plateau
+    assert older["target_met"] is None and older["unigram_val_ppl"] == 2098.4
+    assert "predates it too" in older["not_judged"] and "prepare_corpus.py" in older["not_judged"]
+    (tmp_path / "wiki" / "manifest.json").write_text(json.dumps({**manifest, "context_free_val_ppl": 1199.0}))
     plateau = figure3_data(runs())
-    assert plateau["unigram_val_ppl"] == 2098.4 and "above 90%" in plateau["not_judged"]
+    assert plateau["context_free_val_ppl"] == 1199.0 and "above 90%" in plateau["not_judged"]
     (tmp_path / "wiki" / "manifest.json").write_text(json.dumps({**manifest, "cache_key": "another corpus"}))
     assert "unknown" in figure3_data(runs())["not_judged"]
-    spread = figure3d_data([_run("linformer", 128, 20.0, n=512), _run("linformer", 128, 20.1, n=1024, unigram_ppl=None)])
-    assert spread["target_met"] is None and "records neither unigram_val_ppl nor a corpus_dir" in spread["not_judged"]
+    spread = figure3d_data([_run("linformer", 128, 20.0, n=512),
+                            _run("linformer", 128, 20.1, n=1024, context_free_ppl=None)])
+    assert spread["target_met"] is None and "records neither context_free_val_ppl nor a corpus_dir" in spread["not_judged"]
 
 
 def test_a_per_layer_k_and_another_projection_are_shown_and_judged_by_their_smallest_k():
@@ -122,7 +133,8 @@ def test_figure3_from_real_runs_writes_json_and_png(tiny_data, tmp_path, monkeyp
                for r, run in zip(saved["runs"], runs))
     assert saved["runs"][1]["curve"]["step"] == [0, 2, 4] and data["reference_val_ppl"] == saved["reference_val_ppl"]
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
-    assert saved["unigram_val_ppl"] > 1  # the full-attention run's reference, drawn in the plot
+    # the full-attention run's references, the context-free one drawn in the plot
+    assert 1 < saved["context_free_val_ppl"] < saved["unigram_val_ppl"]
 
 
 def test_panel_d_judges_the_spread_of_one_k_across_n_and_sets_full_attention_beside_each_n():
@@ -143,8 +155,7 @@ def test_panel_d_judges_the_spread_of_one_k_across_n_and_sets_full_attention_bes
     assert missed["spread"] == pytest.approx(1.06) and missed["target_met"] is False
     one = figure3d_data([_run("linformer", 128, 20.0, n=512), _run("full", None, 19.0, n=512)])
     assert one["target_met"] is None and "at least two" in one["not_judged"]
-    plateau = figure3d_data([_run("linformer", 128, 2100.0, n=512, unigram_ppl=2150.0),
-                             _run("linformer", 128, 20.0, n=1024, unigram_ppl=2150.0)])
+    plateau = figure3d_data([_run("linformer", 128, 1500.0, n=512), _run("linformer", 128, 20.0, n=1024)])
     assert plateau["target_met"] is None and "n=512" in plateau["not_judged"]
 
 

@@ -352,21 +352,21 @@ def test_by_length_marks_rows_of_one_seed_pair_and_its_title_names_the_teacher_p
     assert seen[0]["outside"] == []
 
 
-def test_figure3_title_says_the_plateau_is_not_judged_where_the_token_frequency_perplexity_is_unknown(tmp_path,
-                                                                                                      monkeypatch):
+def test_figure3_title_says_the_plateau_is_not_judged_where_the_context_free_perplexity_is_unknown(tmp_path,
+                                                                                                   monkeypatch):
     from linformer.report import figure3 as fig3
 
     from .test_figure3 import _run
 
-    runs = {str(r.path): r for r in (_run("full", None, 2117.0, unigram_ppl=None),
-                                     _run("linformer", 128, 2118.0, unigram_ppl=None))}
+    runs = {str(r.path): r for r in (_run("full", None, 2117.0, context_free_ppl=None),
+                                     _run("linformer", 128, 2118.0, context_free_ppl=None))}
     titles = []
     monkeypatch.setattr(fig3, "named_paths", lambda paths: paths)
     monkeypatch.setattr(fig3, "find_runs", lambda paths, strict: paths)
     monkeypatch.setattr(fig3, "load_run", lambda path, rows, strict: runs[path])
     monkeypatch.setattr(fig3, "plot_pretrain_curves", lambda curves, png, title, **kw: titles.append(title))
     fig3.figure3(list(runs), tmp_path / "f")
-    assert "token frequencies alone is unknown" in titles[0] and "not judged" in titles[0]
+    assert "a model that reads no context is unknown" in titles[0] and "not judged" in titles[0]
 
 
 def test_benchmark_plot_says_its_log_axes_and_gives_each_k_a_marker_and_its_title_the_reference_lines(tmp_path,

@@ -35,16 +35,20 @@ def test_loss_falls_and_the_run_dir_is_complete(tiny_data, tmp_path):
     assert summary["final_val_loss"] is not None and summary["tokens_per_s"] > 0
     assert "start_weights_sha256" in summary and summary["start_weights_sha256"] is None  # fresh: its seed
     assert 1 < summary["unigram_val_ppl"] < len(AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"]))
-    assert f"(token frequencies alone: {summary['unigram_val_ppl']:,.1f})" in summary["report"][0]
-    # computed once, when the corpus was prepared: its manifest holds the same figure as the prepared splits give
+    assert 1 < summary["context_free_val_ppl"] < summary["unigram_val_ppl"]
+    assert (f"(token frequencies alone: {summary['unigram_val_ppl']:,.1f}; no context, its own input token only: "
+            f"{summary['context_free_val_ppl']:,.1f})") in summary["report"][0]
+    # computed once, when the corpus was prepared: its manifest holds the same figures as the prepared splits give
     from linformer.data import load_prepared
     from linformer.data.corpus import read_manifest
-    from linformer.data.unigram import unigram_perplexity
+    from linformer.data.unigram import context_free_perplexity, unigram_perplexity
 
     tok = AutoTokenizer.from_pretrained(tiny_data["tokenizer_dir"])
     splits = load_prepared(tiny_data["corpus_dir"])
-    assert summary["unigram_val_ppl"] == read_manifest(tiny_data["corpus_dir"])["unigram_val_ppl"] == pytest.approx(
-        unigram_perplexity(splits["train"], splits["validation"], len(tok), tok.all_special_ids), abs=1e-4)
+    manifest = read_manifest(tiny_data["corpus_dir"])
+    for name, of in (("unigram_val_ppl", unigram_perplexity), ("context_free_val_ppl", context_free_perplexity)):
+        assert summary[name] == manifest[name] == pytest.approx(
+            of(splits["train"], splits["validation"], len(tok), tok.all_special_ids), abs=1e-4)
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "model")
     tok = AutoTokenizer.from_pretrained(tmp_path / "model")
     assert model.config.max_seq_len == 32 and model.config.tokenizer_vocab_size == len(tok)
@@ -503,15 +507,22 @@ def test_a_stopped_run_ends_a_loop_that_goes_on_past_failed_runs(tiny_data, tmp_
 def test_a_one_update_run_is_not_told_to_train_further(tiny_data, tmp_path):
     """The scratch rows' shape job (experiments.scratch.SHAPE: one update) makes a starting point, not a model to
     judge: its summary ended with pretraining's plateau advice, "train it for more steps". A longer run on the plateau
-    still gets it."""
-    from linformer.data.unigram import on_unigram_plateau
+    still gets it, on a corpus whose manifest predates the context-free perplexity too (computed from its splits)."""
+    import json
+    import shutil
+
+    from linformer.data.unigram import on_plateau
     from linformer.experiments.scratch import SHAPE
 
     shape = [f"{key}={value}" for key, value in SHAPE.items()]
     one = pretrain(compose_pretrain(tiny_data, *shape), tmp_path / "one")
     assert one["steps"] == 1 and not any("more steps" in line for line in one["report"]), one["report"]
-    two = pretrain(compose_pretrain(tiny_data, *shape, "trainer.max_steps=2"), tmp_path / "two")
-    assert on_unigram_plateau(two["final_val_ppl"], two["unigram_val_ppl"])  # the advice applies
+    older = shutil.copytree(tiny_data["corpus_dir"], tmp_path / "older")
+    manifest = json.loads((older / "manifest.json").read_text())
+    (older / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "context_free_val_ppl"}))
+    two = pretrain(compose_pretrain(tiny_data, *shape, "trainer.max_steps=2", f"corpus_dir={older}"), tmp_path / "two")
+    assert two["context_free_val_ppl"] == pytest.approx(manifest["context_free_val_ppl"], abs=1e-3)
+    assert on_plateau(two["final_val_ppl"], two["context_free_val_ppl"])  # the advice applies
     assert any("train it for more steps" in line for line in two["report"]), two["report"]
 
 
