@@ -28,6 +28,7 @@ from ..errors import ConfigError, first_line
 from ..files.hashing import cache_key, short_digest
 from ..files.mappings import flatten, read_yaml
 from ..modeling.convert import is_projection_weight
+from ..modeling.values import projects_keys
 from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings, check_warmup
 from ..rundir import HYDRA_SWEEP_RECORD
 
@@ -265,6 +266,39 @@ def finish_trackers(accelerator: Accelerator, exit_code: int) -> None:
         else:
             tracker.finish()
     accelerator.trackers = []
+
+
+# A model group's keys that only a model projecting keys has (E and F's k, sharing and how they are built): a
+# full-attention run's config holds their defaults, which its trackers' config leaves out
+PROJECTION_KEYS = ("projected_dim", "sharing", "projection", "projection_init")
+
+
+def model_architecture(config) -> dict[str, Any]:
+    """A model's architecture as the trackers name it, the same in every stage (its W&B tags and config, its
+    TensorBoard hparams; the dashboard's columns have the same names): its attention, and k (projected_dim) and
+    sharing only where it projects keys (``values.projects_keys``). A full-attention model's config still holds a k
+    and a sharing (LinformerConfig's defaults) it does not use. `config`: a model's config (a plain encoder's, with
+    no attention, is full attention)."""
+    attention = getattr(config, "attention", None)
+    if not projects_keys(attention):
+        return {"attention": attention or "full"}
+    return {"attention": attention, "k": config.projected_dim, "sharing": config.sharing}
+
+
+def architecture_tags(config) -> list[str]:
+    """``model_architecture`` as tags: ['attention=linformer', 'k=32', 'sharing=headwise'], ['attention=full']."""
+    return [f"{key}={value}" for key, value in model_architecture(config).items()]
+
+
+def tracker_config(config: Mapping, extra: Mapping) -> dict[str, Any]:
+    """What the trackers' config gets: the run's config and `extra` (the batch record, the task's
+    ``tracker_config``: its model's architecture, a finetuning run's start). Where `extra`'s architecture projects no
+    keys (an attention, no k) the model group's PROJECTION_KEYS are left out: a full-attention run was listed as
+    model/projected_dim 32, model/sharing headwise."""
+    out = dict(config)
+    if "attention" in extra and "k" not in extra and isinstance(out.get("model"), Mapping):
+        out["model"] = {k: v for k, v in out["model"].items() if k not in PROJECTION_KEYS}
+    return out | dict(extra)
 
 
 def wandb_run_id(run_dir: Path, created: str | None) -> str:

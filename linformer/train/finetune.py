@@ -52,6 +52,7 @@ from ..modeling.loading import (
 )
 from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from .checkpoint import resumed_state
+from .common import architecture_tags, model_architecture
 from .core import run_training
 from .summary import export_next
 from .task import TrainingTask
@@ -123,8 +124,9 @@ class FinetuneTask(TrainingTask):
         self.save_best = settings.save_best
         self.settings = dataclasses.replace(settings, max_steps=self.max_steps)
         self.prepare = tuple(loaders)
-        arch = {k: getattr(self.config, k, None) for k in ("attention", "projected_dim", "sharing")}
-        self.tracker_tags = [f"task={self.task_spec.name}"] + [f"{k}={v}" for k, v in arch.items() if v is not None]
+        # the start model's architecture, named as pretraining names it, and its weights: runs filter by either
+        self.tracker_tags = [f"task={self.task_spec.name}", *architecture_tags(self.config)]
+        self.tracker_config = {**model_architecture(self.config), "start_weights_sha256": self.start_weights_sha256}
 
     @staticmethod
     def carve_of(settings: TrainerSettings, run_dir: Path | None) -> str:

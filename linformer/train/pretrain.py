@@ -40,6 +40,7 @@ from ..modeling.loading import (
 )
 from ..modeling.values import projects_keys, round_up
 from ..runconfig import PretrainSpec, TrainerSettings, model_config
+from .common import architecture_tags, model_architecture
 from .core import run_training
 from .step import share
 from .summary import finetune_next
@@ -111,10 +112,6 @@ class PretrainTask(BlockStreamTask):
 
     def __init__(self, spec: PretrainSpec, settings: TrainerSettings, world: int, rank: int, device: torch.device):
         self.settings = settings
-        mc = spec.model
-        self.tracker_tags = [f"attention={mc.get('attention')}", f"model={spec.model_name}"]
-        if mc.get("attention") is None or projects_keys(mc.get("attention")):
-            self.tracker_tags += [f"k={mc.get('projected_dim')}", f"sharing={mc.get('sharing')}"]
         self.tokenizer_dir = resolve_tokenizer_dir(spec.tokenizer_dir)
         # the tokenizer's files as they are before it is loaded: load_prepared hashes them after
         # (check_corpus_tokenizer), so one trained again in between would pass as the one the run trains with
@@ -125,6 +122,9 @@ class PretrainTask(BlockStreamTask):
         check_inputs_unchanged(tokenizer_files)
         init_path = resolve_model_path(spec.init_from, "init_from") if spec.init_from else None
         self.model = build_model(spec, self.tokenizer, init_path)
+        # the architecture of the model built (an init_from's own where it keeps it), named as finetuning names it
+        self.tracker_tags = [*architecture_tags(self.model.config), f"model={spec.model_name}"]
+        self.tracker_config = model_architecture(self.model.config)
         # init_from's weights by content (a path may be rebuilt); a fresh model's start is its seed
         self.start_weights_sha256 = weights_sha256(init_path) if init_path else None
         self.n = len(data["train"][0]["input_ids"])

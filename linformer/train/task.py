@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -16,9 +17,10 @@ class TrainingTask:
 
     A task is built by its stage's ``make_task(accelerator, settings)`` from its run spec, once the run directory is
     claimed. It must set ``model``, ``tokenizer`` (or None), ``settings`` (the TrainerSettings it runs with: the
-    per-device batch, the run's max_steps) and may set ``tracker_tags`` and ``prepare``. The core then hands it, and
-    nothing else: ``prepared`` (what Accelerate returned for ``prepare``, in order), the accelerator in
-    ``evaluate``, and the Trainer (``trainer.Trainer``) in ``on_best`` and ``finish``. The hooks below are all it overrides.
+    per-device batch, the run's max_steps) and may set ``tracker_tags``, ``tracker_config`` and ``prepare``. The core
+    then hands it, and nothing else: ``prepared`` (what Accelerate returned for ``prepare``, in order), the accelerator
+    in ``evaluate``, and the Trainer (``trainer.Trainer``) in ``on_best`` and ``finish``. The hooks below are all it
+    overrides.
     """
 
     stage = "train"                 # pretrain | finetune | transfer | distill: the run record's stage and tracker job type
@@ -30,6 +32,8 @@ class TrainingTask:
     compile_dynamic: bool | None = None    # trainer.compile: False = every shape fixed; None = Dynamo's automatic
     peak_flops: float | None = None        # the device's dense peak FLOP/s at the run's precision, for MFU
     tracker_tags: Sequence[str] = ()       # (immutable defaults: a subclass instance assigns its own)
+    # what the trackers' config gets beside the run's (common.tracker_config: its model's architecture, ...)
+    tracker_config: Mapping[str, Any] = MappingProxyType({})
     prepare: tuple = ()                    # objects Accelerate must wrap besides model, optimizer and schedule
     prepared: Sequence = ()                # ...and what it returned for them
 

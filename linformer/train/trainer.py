@@ -42,7 +42,7 @@ from ..shell import hydra_override, shell_command
 from ..signals import signal_words, signals_finish
 from . import checkpoint as ckpt
 from . import nonfinite
-from .common import finish_trackers, init_trackers
+from .common import finish_trackers, init_trackers, tracker_config
 from .compiling import CompileCounts
 from .step import optimizer_step
 from .stopping import FINISHING, OUTSIDE_STEPS, StopSignal, command_line, how_to_resume
@@ -126,9 +126,10 @@ class Trainer:
             self.metrics = MetricsWriter(self.run_dir, self.state.get("resumed_from_step"))
             if self.state.get("resumed_from_step"):
                 self._relog_rates_used()
-        # the trackers' config carries what the summary records of the batch (processes, global batch) beside it
+        # the trackers' config carries what the summary records of the batch (processes, global batch) beside it, and
+        # the task's (its model's architecture, a finetuning run's start)
         init_trackers(self.accelerator, self.spec.logger, self.run_dir, self.spec.run_name,
-                      {**dict(self.config), **self._batch_record()},
+                      tracker_config(self.config, {**self._batch_record(), **self.task.tracker_config}),
                       self.task.stage, self.spec.experiment_name, self.tracker_tags,
                       created=self.record.info().get("created") if self.is_main else None,
                       resumed_step=self.state.get("resumed_from_step"))

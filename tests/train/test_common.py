@@ -188,6 +188,22 @@ def test_the_trackers_config_carries_the_summary_s_batch_record(tiny_data, tmp_p
     assert hparams["processes"] == 1 and hparams["global_batch"] == 16 and hparams["trainer/batch_size"] == 8
 
 
+def test_a_model_s_architecture_names_k_and_sharing_only_where_it_projects_keys():
+    """Every stage tags and configures its trackers with model_architecture: full attention has no k and no sharing,
+    whatever its config's defaults say, and the model group's projection keys leave the trackers' config with them."""
+    from linformer.train.common import architecture_tags, model_architecture, tracker_config
+
+    linformer = LinformerConfig(projected_dim=16, sharing="kv")
+    full = LinformerConfig(projected_dim=16, sharing="kv", attention="full")
+    assert architecture_tags(linformer) == ["attention=linformer", "k=16", "sharing=kv"]
+    assert architecture_tags(full) == ["attention=full"]
+    model = {"name": "tiny", "attention": "full", "projected_dim": 16, "sharing": "kv", "projection": "linear",
+             "projection_init": "mean", "hidden_size": 32}
+    assert tracker_config({"model": model, "seed": 0}, model_architecture(full)) == {
+        "model": {"name": "tiny", "attention": "full", "hidden_size": 32}, "seed": 0, "attention": "full"}
+    assert tracker_config({"model": model}, model_architecture(linformer))["model"] == model
+
+
 def test_a_resumed_run_s_tensorboard_events_drop_the_steps_an_earlier_attempt_logged_past_the_checkpoint(tmp_path):
     """An attempt killed at step 8 of a run checkpointed at 5: the next attempt logs 6.. again. TensorBoard showed the
     killed attempt's 6-8 beside the new ones (each step twice), while metrics.jsonl had dropped them."""

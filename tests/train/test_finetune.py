@@ -1096,3 +1096,27 @@ def test_a_task_max_length_above_the_model_s_n_is_said_where_the_command_line_as
         HydraConfig.instance().cfg = None
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("WARNING", "task.max_length=64: the model /m holds 32 positions; reading examples up to those 32")]
+
+
+def test_a_finetuning_run_s_tracker_tags_and_config_name_its_start_model_s_architecture_as_pretraining_does(
+        sst2_dir, pretrained_run, tmp_path):
+    """A finetune of a full-attention model was tagged projected_dim=32, sharing=headwise (LinformerConfig's defaults,
+    which it does not use), a Linformer's projected_dim=8 where pretraining tags k=8; its W&B config and TensorBoard
+    hparams held no architecture and no start weights, only model_path's string."""
+    from linformer.modeling import LinformerConfig, LinformerForMaskedLM
+    from linformer.runconfig import FinetuneSpec
+    from linformer.train.common import tracker_config
+    from linformer.train.finetune import FinetuneTask
+
+    full = LinformerConfig.from_pretrained(pretrained_run / "model")
+    full.attention = "full"
+    LinformerForMaskedLM(full).save_pretrained(tmp_path / "full")
+    AutoTokenizer.from_pretrained(pretrained_run / "model").save_pretrained(tmp_path / "full")
+    linformer = {"attention": "linformer", "k": 8, "sharing": "headwise"}
+    for path, arch in ((pretrained_run, linformer), (tmp_path / "full", {"attention": "full"})):
+        spec = FinetuneSpec.read(compose_finetune("task=sst2", f"task.data_dir={sst2_dir}", f"model_path={path}"))
+        task = FinetuneTask(spec, spec.trainer, 1, 0)
+        assert task.tracker_tags == ["task=sst2", *(f"{k}={v}" for k, v in arch.items())]
+        config = tracker_config({"model_path": str(path)}, task.tracker_config)
+        assert config == {"model_path": str(path), **arch, "start_weights_sha256": task.start_weights_sha256}
+        assert len(task.start_weights_sha256) == 64
