@@ -170,7 +170,8 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
     tensorboard_kwargs = {} if resumed_step is None else {"purge_step": resumed_step + 1}
     init_kwargs = {"wandb": wandb_kwargs, "tensorboard": tensorboard_kwargs}
     try:
-        accelerator.init_trackers(logger.project, config=_flatten(config), init_kwargs=init_kwargs)
+        accelerator.init_trackers(logger.project, init_kwargs=init_kwargs)
+        store_tracker_config(accelerator, _flatten(config))
     except Exception as err:
         if (failed := tracker_failed(err)) is None:
             raise
@@ -182,19 +183,41 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
         print(f"wandb: logging to {where}", file=sys.stderr, flush=True)
 
 
+def store_tracker_config(accelerator: Accelerator, values: dict[str, Any]) -> None:
+    """The run's config to each tracker, as Accelerate's init_trackers(config=) would, but TensorBoard's into the
+    run's own event file: Accelerate's TensorBoardTracker stores it with SummaryWriter.add_hparams, which writes it
+    into a sub-run of its own (a folder named by the time, with no metrics) on every start, so one run folder read as
+    several TensorBoard runs, its HPARAMS session with empty metric columns. Here the run's writer writes the hparams
+    plugin's session start (``torch.utils.tensorboard.summary.hparams``) beside the run's scalars, and no experiment
+    summary, so the HPARAMS tab makes its metric columns of the run's tags' last values (as the dashboard's mirror
+    does)."""
+    if not accelerator.is_main_process:  # the trackers write on the main process only
+        return
+    for tracker in accelerator.trackers:  # `tracker`: how tracker_failed finds the tracker an error came through
+        if tracker.name == "tensorboard":
+            from torch.utils.tensorboard.summary import hparams
+
+            _, session_start, _ = hparams(values, {})
+            tracker.writer.file_writer.add_summary(session_start)
+            tracker.writer.flush()
+        else:
+            tracker.store_init_configuration(values)
+
+
 def tracker_failed(err: Exception) -> ConfigError | None:
     """The one line for a tracker that failed to start, where its package's traceback ended the run (tensorboard
     before 2.18 under numpy 2 at its first write, the run's hparams): the tracker and its package's installed
-    version. The tracker is the one whose code the error came through (Accelerate builds, starts and configures them
-    one after another). None, the error raised as it is, for one that another release would not mend: one that came
-    through no tracker's code (ours, Accelerate's), or the machine's (OSError: a full disk or a log folder it cannot
-    write, which the CLI's line names; MemoryError)."""
+    version. The tracker is the one whose code the error came through (Accelerate builds and starts them, and
+    store_tracker_config configures them, one after another). None, the error raised as it is, for one that another
+    release would not mend: one that came through no tracker's code (ours, Accelerate's), or the machine's (OSError:
+    a full disk or a log folder it cannot write, which the CLI's line names; MemoryError)."""
     from accelerate.tracking import GeneralTracker
 
     if isinstance(err, (OSError, MemoryError)):
         return None
-    came_through = [frame.f_locals["self"].name for frame, _ in traceback.walk_tb(err.__traceback__)
-                    if isinstance(frame.f_locals.get("self"), GeneralTracker)]
+    came_through = [found.name for frame, _ in traceback.walk_tb(err.__traceback__)
+                    for found in (frame.f_locals.get("self"), frame.f_locals.get("tracker"))  # store_tracker_config's
+                    if isinstance(found, GeneralTracker)]
     if not came_through:
         return None
     name = came_through[0]

@@ -179,7 +179,7 @@ def test_the_trackers_config_carries_the_summary_s_batch_record(tiny_data, tmp_p
     for events in tmp_path.rglob("events.out.tfevents.*"):
         acc = EventAccumulator(str(events))
         acc.Reload()
-        with contextlib.suppress(KeyError):  # the file Accelerate's add_hparams writes holds the hparams plugin
+        with contextlib.suppress(KeyError):  # a file of the run holds the hparams plugin
             content = acc.PluginTagToContent("hparams")["_hparams_/session_start_info"]
             info = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
             hparams.update({k: v.string_value or v.number_value for k, v in info.hparams.items()})
@@ -202,6 +202,34 @@ def test_a_model_s_architecture_names_k_and_sharing_only_where_it_projects_keys(
     assert tracker_config({"model": model, "seed": 0}, model_architecture(full)) == {
         "model": {"name": "tiny", "attention": "full", "hidden_size": 32}, "seed": 0, "attention": "full"}
     assert tracker_config({"model": model}, model_architecture(linformer))["model"] == model
+
+
+def test_a_run_s_tensorboard_tracker_is_one_tensorboard_run_whose_hparams_sit_beside_its_metrics(tiny_data, tmp_path):
+    """Accelerate's add_hparams wrote each start's hparams into a sub-run of its own (a folder named by the time, no
+    metrics): TensorBoard listed a run folder as several runs, and HPARAMS sessions with empty metric columns; a
+    full-attention run's said model/projected_dim 8 and model/sharing headwise."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from linformer.train.pretrain import pretrain
+
+    from .conftest import compose_pretrain
+
+    for steps in (3, 4):  # a run continued: a second start writes into the same run
+        pretrain(compose_pretrain(tiny_data, "logger=tensorboard", "model.attention=full", f"trainer.max_steps={steps}",
+                                  "trainer.allow_config_change=[trainer.max_steps]"), tmp_path)
+    files = list(tmp_path.rglob("events.out.tfevents.*"))
+    assert len(files) == 2 and {f.parent for f in files} == {tmp_path / "linformer"}
+    assert not [p for p in (tmp_path / "linformer").iterdir() if p.is_dir()]
+    acc = EventAccumulator(str(tmp_path / "linformer"))
+    acc.Reload()
+    assert "loss" in acc.Tags()["scalars"]
+    plugin = acc.PluginTagToContent("hparams")
+    assert set(plugin) == {"_hparams_/session_start_info"}  # no experiment: metric columns are the run's tags
+    info = plugin_data_pb2.HParamsPluginData.FromString(plugin["_hparams_/session_start_info"]).session_start_info
+    hparams = {k: v.string_value or v.number_value for k, v in info.hparams.items()}
+    assert hparams["attention"] == "full" and hparams["model/attention"] == "full"
+    assert not {"k", "sharing", "model/projected_dim", "model/sharing", "model/projection"} & set(hparams)
 
 
 def test_a_resumed_run_s_tensorboard_events_drop_the_steps_an_earlier_attempt_logged_past_the_checkpoint(tmp_path):
@@ -242,8 +270,8 @@ def _our_bug(*args, **kwargs):
 
 
 @pytest.mark.parametrize(("target", "raiser", "raised"), [
-    ("accelerate.tracking.TensorBoardTracker.store_init_configuration", _no_space, OSError),
-    ("accelerate.tracking.TensorBoardTracker.store_init_configuration", _no_memory, MemoryError),
+    ("torch.utils.tensorboard.writer.FileWriter.add_summary", _no_space, OSError),  # the run's hparams, its first
+    ("torch.utils.tensorboard.writer.FileWriter.add_summary", _no_memory, MemoryError),  # write
     ("linformer.train.common._flatten", _our_bug, TypeError),  # before any tracker's code
 ], ids=["full-disk", "out-of-memory", "our-code"])
 def test_an_error_another_tracker_release_would_not_mend_is_raised_as_it_is(tmp_path, monkeypatch, target, raiser,

@@ -359,7 +359,7 @@ def test_tensorboard_tracker_logs_every_step_s_loss_as_metrics_jsonl_has_it(tiny
 
     pretrain(compose_pretrain(tiny_data, "logger=tensorboard", "trainer.max_steps=3"), tmp_path)
     files = [EventAccumulator(str(p)).Reload() for p in tmp_path.rglob("events.out.tfevents.*")]
-    (scalars,) = [f for f in files if "loss" in f.Tags()["scalars"]]  # Accelerate adds one of hparams beside
+    (scalars,) = [f for f in files if "loss" in f.Tags()["scalars"]]
     logged = {e.step: e.value for e in scalars.Scalars("loss")}
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rows = {r["step"]: r["loss"] for r in rows if "loss" in r}  # always written, whatever the trackers
@@ -373,12 +373,11 @@ def test_a_tracker_that_fails_to_start_is_one_error_naming_it_and_its_version(ti
     tracker and its installed version."""
     import importlib.metadata
 
-    from accelerate.tracking import TensorBoardTracker
-
-    def old_tensorboard(self, values):
+    def old_tensorboard(hparam_dict, metric_dict):
         raise AttributeError("`np.string_` was removed in the NumPy 2.0 release. Use `np.bytes_` instead.")
 
-    monkeypatch.setattr(TensorBoardTracker, "store_init_configuration", old_tensorboard)
+    # the run's hparams, the tracker's first write (common.store_tracker_config)
+    monkeypatch.setattr("torch.utils.tensorboard.summary.hparams", old_tensorboard)
     with pytest.raises(ConfigError) as raised:
         pretrain(compose_pretrain(tiny_data, "logger=tensorboard", "trainer.max_steps=3"), tmp_path)
     message = str(raised.value)
