@@ -766,6 +766,18 @@ def reported_scores(results: Mapping) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 
 
+# metrics.jsonl's fractions as the charts show them (the trackers' and the dashboard's): in percent, under a name
+# that says so, as the run summary and compare_runs give them; metrics.jsonl and summary.json keep the fraction that
+# their readers (compare_runs, the reports) take
+CHARTED_PERCENT = {"mfu": "mfu_percent"}
+
+
+def charted(row: Mapping) -> dict:
+    """A metrics row as the trackers and the dashboard chart it: CHARTED_PERCENT's fractions in percent, renamed."""
+    return {CHARTED_PERCENT.get(k, k): v * 100 if k in CHARTED_PERCENT and isinstance(v, (int, float)) else v
+            for k, v in row.items()}
+
+
 def reported_scalars(results: Mapping) -> dict[str, float]:
     """``reported_scores`` as the trackers and the dashboard log them: eval_<metric>, with eval_step the step of the
     model scored; {} for a run that reports none."""

@@ -14,8 +14,8 @@ TensorBoard runs, so live runs update in the browser; `mirror_once` mirrors once
 SIGHUP as every command does, with a `stopped:` line and 128 + the signal (130, 143, 129), TensorBoard with them.
 
 Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
-perf/{tokens_per_s,mfu}, val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anything else keeps its own name. The same
-tag means the same thing in every run, so runs of different stages and experiments overlay on one chart. A finished
+perf/{tokens_per_s,mfu_percent} (MFU in percent, as the run summary gives it; metrics.jsonl's mfu is a fraction:
+rundir.charted), val/{loss,ppl,accuracy} and eval/{accuracy,f1}; anything else keeps its own name. The same tag means the same thing in every run, so runs of different stages and experiments overlay on one chart. A finished
 finetuning or distillation run's reported scores (results.json, scored once after training) are mirrored where the
 trainer logs them to its trackers (as eval_<metric> and eval_step there): eval/<metric> at the run's last step,
 eval/step the step of the model scored; where a validation split held out of the training data chose the reported
@@ -60,6 +60,7 @@ from ..optional import import_needed
 from ..rundir import (
     RECORD_FILES,
     Run,
+    charted,
     find_runs,
     identity,
     load_run,
@@ -75,9 +76,9 @@ from .compare import differing_settings
 log = logging.getLogger(__name__)
 
 STATE = ".mirror.json"
-VERSION = 6   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
+VERSION = 7   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
-PERF_KEYS = {"tokens_per_s", "tokens_per_s_avg", "mfu"}
+PERF_KEYS = {"tokens_per_s", "tokens_per_s_avg", "mfu_percent"}
 # Identity keys whose values Run.key_config shows already, under its own names: a run's summary lists them once
 SHOWN_BY_KEY_CONFIG = {"trainer.lr": "lr", "seed": "seed", "trainer.batch_size": "batch_size",
                        "trainer.global_batch_size": "global_batch_size", "trainer.grad_accum": "grad_accum"}
@@ -105,7 +106,7 @@ def tag_for(key: str, stage: str | None = "pretrain") -> str:
 def _scalars(row: dict, stage: str) -> dict[str, float]:
     return {
         tag_for(k, stage): float(v)
-        for k, v in row.items()
+        for k, v in charted(row).items()
         if k not in ("step", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)
     }
 

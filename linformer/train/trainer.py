@@ -30,6 +30,7 @@ from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import (
     MetricsWriter,
     RunRecord,
+    charted,
     describe_changes,
     identity_diff,
     read_metrics,
@@ -409,7 +410,7 @@ class Trainer:
     def _log(self, step: int, row: Mapping[str, Any]) -> None:
         if self.is_main:
             written = self.metrics.log(step, row)
-            self.accelerator.log({k: v for k, v in written.items() if isinstance(v, (int, float))}, step=step)
+            self.accelerator.log(charted({k: v for k, v in written.items() if isinstance(v, (int, float))}), step=step)
 
     # ------------------------------------------------------------------------------------------- state
     def _wall_time(self) -> float:

@@ -24,6 +24,17 @@ def test_tags():
     assert [tag_for(k, "finetune") for k in ("loss", "lr", "eval_f1")] == ["finetune/loss", "finetune/lr", "eval/f1"]
 
 
+def test_mfu_is_charted_in_percent_under_a_name_that_says_so(tmp_path, make_run):
+    """perf/mfu charted metrics.jsonl's fraction (0.128) where the run summary and compare_runs say 12.8%: the chart
+    is in percent too, and its tag says so; metrics.jsonl keeps the fraction its readers take."""
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": 1, "time": 1.0, "loss": 9.0, "mfu": 0.128}])
+    out = tmp_path / "tb" / "pretrain" / "a"
+    mirror_run(run, out)
+    s = _scalars(out)
+    assert "perf/mfu" not in s and [(step, round(v, 4)) for step, v in s["perf/mfu_percent"]] == [(1, 12.8)]
+    assert json.loads((run / "metrics.jsonl").read_text().splitlines()[0])["mfu"] == 0.128
+
+
 def test_mirror_incremental_and_idempotent(tmp_path, make_run):
     rows = [{"step": s, "time": 0.5 * s, "loss": 10.0 - s, "lr": 0.1} for s in range(1, 4)]
     run = make_run(tmp_path / "outputs", "pretrain", "a", rows)

@@ -362,6 +362,10 @@ def test_tensorboard_tracker_logs_every_step_s_loss_as_metrics_jsonl_has_it(tiny
     (scalars,) = [f for f in files if "loss" in f.Tags()["scalars"]]
     logged = {e.step: e.value for e in scalars.Scalars("loss")}
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    # MFU charted in percent, as the summary says it, under a name that says so (metrics.jsonl: a fraction)
+    mfu = {r["step"]: 100 * r["mfu"] for r in rows if "mfu" in r}
+    assert "mfu" not in scalars.Tags()["scalars"] and mfu
+    assert all(abs(e.value - mfu[e.step]) < 1e-4 * mfu[e.step] for e in scalars.Scalars("mfu_percent"))
     rows = {r["step"]: r["loss"] for r in rows if "loss" in r}  # always written, whatever the trackers
     assert sorted(logged) == sorted(rows) == [1, 2, 3]
     assert all(abs(logged[step] - rows[step]) < 1e-6 for step in rows)
