@@ -35,9 +35,12 @@ from .values import ceil_div, round_up
 class UncountedProjection(ConfigError):
     """config.projection names a projection whose class declares no FLOPs (``Projection.projected_flops``)."""
 
-# Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets. The first key
-# found in the device name wins, so the PCIe and NVL parts (lower clocks and power) come before the SXM ones, which
-# CUDA names plainly ("NVIDIA H100 80GB HBM3", "NVIDIA H200").
+# Dense peaks in FLOP/s (fp16/bf16 tensor cores, and fp32 without TF32), from the vendors' datasheets (L40: 181.05
+# bf16 / 90.5 fp32 TFLOP/s, L40S: 362.05 / 91.6, NVIDIA's L40 and L40S datasheets). A key is the model as CUDA names it,
+# matched whole: its words must appear together among the words of the device name (split at spaces and hyphens, any
+# case), and the longest key that does wins. So "NVIDIA H100 PCIe" is the PCIe part, not the SXM one CUDA names plainly
+# ("NVIDIA H100 80GB HBM3", "NVIDIA H200"), and "NVIDIA L40S" is neither the L4 nor the L40. A device not here (A10G,
+# a GeForce card, ...) has no peak: MFU is left out unless trainer.peak_tflops (or throughput.peak_tflops) gives one.
 _GPU_PEAKS = {
     "H100 PCIe": (756e12, 51e12),
     "H100 NVL": (835e12, 60e12),
@@ -47,9 +50,23 @@ _GPU_PEAKS = {
     "A100": (312e12, 19.5e12),
     "A10": (125e12, 31.2e12),
     "L4": (121e12, 30.3e12),
+    "L40": (181.05e12, 90.5e12),
+    "L40S": (362.05e12, 91.6e12),
     "V100": (125e12, 15.7e12),
     "T4": (65e12, 8.1e12),
 }
+
+
+def _words(name: str) -> list[str]:
+    return name.replace("-", " ").lower().split()
+
+
+def _gpu_peak(name: str) -> tuple[float, float] | None:
+    """The (fp16/bf16, fp32) dense peak FLOP/s of the GPU CUDA calls ``name``, or None for a model not in the table."""
+    words = _words(name)
+    found = [key for key in _GPU_PEAKS
+             if any(words[i:i + len(_words(key))] == _words(key) for i in range(len(words)))]
+    return _GPU_PEAKS[max(found, key=lambda key: len(_words(key)))] if found else None
 
 
 def layer_flops(n: int, hidden: int, ffn: int, attention: str, k: int | None = None,
@@ -178,8 +195,8 @@ def peak_flops(device: torch.device, mixed_precision: str, override_tflops: floa
         return float(override_tflops) * 1e12
     half = mixed_precision in ("fp16", "bf16")
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        return next(((p16 if half else p32) for key, (p16, p32) in _GPU_PEAKS.items() if key in name), None)
+        peaks = _gpu_peak(torch.cuda.get_device_name(device))
+        return (peaks[0] if half else peaks[1]) if peaks else None
     return _cpu_peak(bf16=mixed_precision == "bf16")
 
 

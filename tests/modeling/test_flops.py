@@ -127,13 +127,19 @@ def test_flop_ratio_favours_linformer_only_when_k_is_small():
     assert flop_ratio(512, 512, 768, 3072) < 1.0  # k = n: the projections only add work
 
 
-def test_peak_flops_reads_the_hopper_part_from_the_device_name(monkeypatch):
+def test_peak_flops_reads_the_whole_model_from_the_device_name(monkeypatch):
     from linformer.modeling import flops
 
+    # torch.cuda.get_device_name strings -> the dense bf16 peak (None: not in the table, so no MFU). A model's name
+    # inside another's (L4 in L40S, A10 in A10G, H200 in GH200) must not borrow its peak.
     names = {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H100 PCIe": 756e12, "NVIDIA H100 NVL": 835e12,
-             "NVIDIA H200": 989e12, "NVIDIA H200 NVL": 835e12}
+             "NVIDIA H200": 989e12, "NVIDIA H200 NVL": 835e12, "NVIDIA A100-SXM4-80GB": 312e12,
+             "NVIDIA A100-PCIE-40GB": 312e12, "Tesla V100-SXM2-16GB": 125e12, "NVIDIA L4": 121e12,
+             "NVIDIA L40S": 362.05e12, "NVIDIA L40": 181.05e12, "NVIDIA A10G": None, "NVIDIA A10": 125e12,
+             "Tesla T4": 65e12, "NVIDIA GeForce RTX 4090": None, "NVIDIA GH200 480GB": None}
     for name, bf16 in names.items():
         monkeypatch.setattr(flops.torch.cuda, "get_device_name", lambda device=None, name=name: name)
         assert flops.peak_flops(flops.torch.device("cuda"), "bf16") == bf16, name
-    monkeypatch.setattr(flops.torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 PCIe")
-    assert flops.peak_flops(flops.torch.device("cuda"), "no") == 51e12
+    for name, fp32 in {"NVIDIA H100 PCIe": 51e12, "NVIDIA L40S": 91.6e12, "NVIDIA L4": 30.3e12}.items():
+        monkeypatch.setattr(flops.torch.cuda, "get_device_name", lambda device=None, name=name: name)
+        assert flops.peak_flops(flops.torch.device("cuda"), "no") == fp32, name
