@@ -33,6 +33,7 @@ def test_table2_experiment_composes_for_both_scripts(row):
     t = p["trainer"]
     assert t["max_steps"] == 250000 and t["lr"] == 5e-4 and t["mixed_precision"] == "fp16" and t["warmup_steps"] == 10000
     assert t["batch_size"] * t["grad_accum"] * 64 * r["n"] == 2048 * 512  # tokens per update, 64 GPUs
+    assert t["max_grad_norm"] == 0  # fairseq's --clip-norm 0.0: no clipping (TrainerSettings reads 0 as inf)
     assert p["optim"]["betas"] == [0.9, 0.98] and p["optim"]["eps"] == 1e-6 and p["optim"]["weight_decay"] == 0.01
     if r["attention"] == "linformer":
         assert (p["model"]["projected_dim"], p["model"]["sharing"]) == (r["k"], r["sharing"])
@@ -41,6 +42,7 @@ def test_table2_experiment_composes_for_both_scripts(row):
         ft = f["trainer"]
         assert ft["epochs"] == 10 and ft["warmup_ratio"] == 0.06 and ft["lr"] == 1e-5 and ft["max_steps"] is None
         assert ft["batch_size"] == batch and ft["batch_size"] * ft["grad_accum"] == 32
+        assert ft["max_grad_norm"] == 0
         assert f["optim"]["weight_decay"] == 0.1 and f["model_path"].endswith(f"pretrain/{p['run_name']}")
         assert f["run_name"].startswith(f"{task}-")
     f = _compose("finetune", [f"experiment=table2/{row}", "task=sst2", "trainer.lr=3e-5", "model_path=x/y"])
@@ -50,6 +52,7 @@ def test_table2_experiment_composes_for_both_scripts(row):
 def test_mini_experiment_composes():
     p = _compose("pretrain", ["experiment=table2_mini"])
     assert p["trainer"]["max_steps"] == 7200 and p["model"]["max_seq_len"] == 128
+    assert p["trainer"]["max_grad_norm"] == 1.0  # the scaled-down profile keeps clipping (its committed runs did)
     f = _compose("finetune", ["experiment=table2_mini", "task=imdb", "model_path=x"])
     assert f["trainer"]["epochs"] == 3 and f["max_train_examples"] == 10000
 
