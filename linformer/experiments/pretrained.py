@@ -58,6 +58,8 @@ POLICIES = {
     # overlap_columns named: these rows were measured with "keep", and a conversion gives CONVERTED_OVERLAP unless told
     "local": {**CONVERTED_LENGTH_POLICY, **CONVERTED_EXACT_KEYS, "overlap_columns": "keep"},
     "converted": {**CONVERTED_LENGTH_POLICY, **NO_EXACT_KEYS},
+    # fairseq's slice, unmasked (the paper does not say how it projects a short input); "paper" stays its key because
+    # the committed runs are named by it (tp-<profile>-<task>-k128-layerwise-paper-tr-s0)
     "paper": {"length_policy": "slice", "mask_empty_windows": False, "exact_short_inputs": False, **NO_EXACT_KEYS},
     # the local policy with its projected keys pooled by attention in their windows (LinformerConfig.landmark_pooling):
     # closer to its source than the local policy before any training (length_policy_landmarks.md); this row asks
@@ -122,7 +124,7 @@ PROFILES = {
     # the cpu profile's IMDB recipe on 6x the reviews (750 updates); minutes: a run on one thread beside another, the
     # local policy's a little longer than the teacher's (docs/results/table2_pretrained_cpu12k_notes.md, and the
     # cost columns of table2_pretrained_cpu12k.md). The comparisons (the converted policy
-    # without exact keys, the paper's slice at k = 128) get seed 0: whether the local policy's lead over them holds
+    # without exact keys, fairseq's slice at k = 128) get seed 0: whether the local policy's lead over them holds
     # where the teacher is strong
     "cpu12k": Profile(
         name="cpu12k", ks=(128, 64), sharings=("layerwise",), policies=("local", "converted", "paper"),

@@ -10,9 +10,9 @@ lucidrains/linformer project the padded positions too, so their outputs depend o
 Projections (paper §4, "general projections"), each a ``Projection`` built by name from ``PROJECTION_BUILDERS``
 (``register_projection`` adds one):
 - ``LinearProjection``: a learned n x k matrix; a batch of T < n tokens uses its first T rows
-  (``length_policy="slice"``, the paper's). With ``config.mask_empty_windows`` it also keeps only the columns whose
-  window (row t belongs to column t k / n, the windows the mean initialisation averages) holds a real token, as
-  the pooling projections always do. ``length_policy="resample"`` integrates E over T windows of n / T rows instead,
+  (``length_policy="slice"``, fairseq's; the paper does not say). With ``config.mask_empty_windows`` it also keeps
+  only the columns whose window (row t belongs to column t k / n, the windows the mean initialisation averages)
+  holds a real token, as the pooling projections always do. ``length_policy="resample"`` integrates E over T windows of n / T rows instead,
   so every input length uses all k columns (``resampled_rows``).
 - ``PoolProjection`` / ``ConvProjection``: mean, max or a strided convolution with kernel = stride = n/k.
   Their output length is ceil(T / window); windows that hold only padding are masked out of the softmax.

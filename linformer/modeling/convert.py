@@ -297,8 +297,8 @@ def _fit_projections(state: dict, target: dict, old: LinformerConfig, new: Linfo
     """E and F of the saved weights (`state`) in the shapes the new config's model (`target`) has. A linear E or F
     under ``length_policy="resample"`` takes a new n by the same area resampling that fits it to every input's
     length (``resampled_rows``: at an n that is a multiple of the old, every input the old n took is projected
-    exactly as before). Any other change of an existing E or F's shape (its k, sharing or projection, or n under the
-    paper's slice policy, whose rows are positions) is a ConfigError: those weights would not mean the same."""
+    exactly as before). Any other change of an existing E or F's shape (its k, sharing or projection, or n under
+    fairseq's slice policy, whose rows are positions) is a ConfigError: those weights would not mean the same."""
     for key in [k for k in state if is_projection_weight(k) and k in target and state[k].shape != target[k].shape]:
         have, want = state[key].shape, target[key].shape
         n_alone = (old.projection == new.projection == "linear" and have[:-2] == want[:-2]

@@ -28,11 +28,13 @@ from ..rundir import find_runs, is_full_attention, iter_metrics, named_paths
 # Row labels a report's JSON may hold, each with the label that names that row (none inside the label that replaces
 # it, so relabelling twice changes nothing): ", no double count" misnames the mask rule for the projected columns the
 # exact keys cover, as a few tokens per query still count twice under it (under the reduced rule none does); "paper's
-# slice" does not say what the paper's length policy slices
-# The paper's length policy as a row names it: an input of T < n tokens is projected by the first T of E's n rows
-PAPER_SLICE = "E's first T rows (the paper's)"
+# slice" does not say what it slices, and it and "E's first T rows (the paper's)" credit the paper with a policy it does
+# not state (fairseq's Linformer slices E)
+# fairseq's length policy as a row names it: an input of T < n tokens is projected by the first T of E's n rows
+FAIRSEQ_SLICE = "E's first T rows (fairseq's)"
 
-RETIRED_LABELS = {", no double count": OVERLAP_LABELS["mask"], "paper's slice": PAPER_SLICE}
+RETIRED_LABELS = {", no double count": OVERLAP_LABELS["mask"], "paper's slice": FAIRSEQ_SLICE,
+                  "E's first T rows (the paper's)": FAIRSEQ_SLICE}
 
 
 def relabelled(record):

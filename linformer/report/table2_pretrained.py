@@ -39,7 +39,7 @@ from ..rundir import RunRecord, chosen_on_reported, is_full_attention
 from . import by_length, forest
 from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
 from .rows import (
-    PAPER_SLICE,
+    FAIRSEQ_SLICE,
     check_one_architecture,
     check_profile_runs,
     check_result,
@@ -112,7 +112,7 @@ def policy_label(fields: dict) -> str | None:
     if policy is None:
         return None
     text = "resample" if policy == "resample" else \
-        ("slice, window mask" if fields.get("mask_empty_windows") else PAPER_SLICE)
+        ("slice, window mask" if fields.get("mask_empty_windows") else FAIRSEQ_SLICE)
     text += ", exact <= k" if fields.get("exact_short_inputs") else ""
     if fields.get("local_window") or fields.get("global_positions"):
         text += ", " + exact_keys_label(fields.get("local_window") or 0, fields.get("global_positions"),

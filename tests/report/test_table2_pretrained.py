@@ -61,7 +61,7 @@ def runs(tmp_path):
 
 def test_rows_paired_differences_and_targets(runs):
     rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
-    assert [r["name"] for r in rows] == ["full attention (teacher)", "linformer k=128, layerwise, E's first T rows (the paper's)",
+    assert [r["name"] for r in rows] == ["full attention (teacher)", "linformer k=128, layerwise, E's first T rows (fairseq's)",
                                         ("linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1]"
                                         " + transfer")]
     teacher, plain, moved = rows
@@ -78,7 +78,7 @@ def test_rows_paired_differences_and_targets(runs):
     assert "The teacher's IMDB has" not in text  # 3 seeds
     assert ("linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1] + transfer, IMDB within 0.5 "
             "of the teacher: missed (-2.0)" in text)
-    assert "E's first T rows (the paper's), IMDB within" not in text  # the targets are set for the converted default only
+    assert "E's first T rows (fairseq's), IMDB within" not in text  # the targets are set for the converted default only
     assert "transfer closes" not in text  # no row without transfer has the same policy to compare with
 
 
@@ -115,7 +115,7 @@ def test_cli_writes_markdown_and_json(runs, tmp_path, monkeypatch, capsys):
     assert table2.main([str(runs / "runs" / "*"), "--layout", "pretrained", "--no-measure", "--no-by-length", "--out",
                         str(out), "--command", "make reproduce-pretrained"]) == 0
     md = (out.with_suffix(".md")).read_text()
-    [row] = [line for line in md.splitlines() if line.startswith("| linformer k=128, layerwise, E's first T rows (the paper's) |")]
+    [row] = [line for line in md.splitlines() if line.startswith("| linformer k=128, layerwise, E's first T rows (fairseq's) |")]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:3] == ["-", "-"]  # no SST-2 run for this row
     data = json.loads(out.with_suffix(".json").read_text())
@@ -312,11 +312,11 @@ def test_a_row_whose_runs_started_from_different_weights_is_refused_unless_decla
             path.write_text(json.dumps({**json.loads(path.read_text()), "start_weights_sha256": h}))
     shutil.rmtree(runs / "runs" / "sst2-full-s0")
     found = tp.read_runs([str(runs / "runs")])
-    with pytest.raises(tp.DataError, match=r"row .linformer k=128, layerwise, E.s first T rows \(the paper.s\).: its runs started from 2 "
+    with pytest.raises(tp.DataError, match=r"row .linformer k=128, layerwise, E.s first T rows \(fairseq.s\).: its runs started from 2 "
                                            r"different weights \(bbbbbbbbbbbb: imdb-k128-s0, imdb-k128-s1; cccccccccccc: "
                                            r"imdb-k128-s2\)"):
         tp.build_rows(found)
-    rows = tp.build_rows(found, {"linformer k=128, layerwise, E's first T rows (the paper's)": "two builds, on purpose"})
+    rows = tp.build_rows(found, {"linformer k=128, layerwise, E's first T rows (fairseq's)": "two builds, on purpose"})
     assert rows[1]["starts"]["declared"] == "two builds, on purpose" and rows[0]["starts"]["hashes"] == {
         "a" * 64: ["imdb-full-s0", "imdb-full-s1", "imdb-full-s2"]}
     assert rows[2]["starts"]["unrecorded"] == ["imdb-k128-tr-s0", "imdb-k128-tr-s1", "imdb-k128-tr-s2"]
@@ -435,17 +435,20 @@ def test_a_refresh_keeps_the_replaced_report_s_costs_and_the_table_shows_threads
     assert {c["ms"] for c in again["costs"].values()} == {542.4} and not again["meta"]["costs_measured"]["kept"]
 
 
-def test_the_papers_policy_is_named_by_what_it_does_and_a_report_under_its_old_name_keeps_its_costs(runs, tmp_path):
-    """The row of the paper's length policy was "paper's slice", which did not say of what: it is E's first T rows.
-    A report written under the old name still lends a refresh its timed costs (kept by row name, relabelled)."""
+@pytest.mark.parametrize("old_name", ["paper's slice", "E's first T rows (the paper's)"])
+def test_the_slice_policy_is_named_by_what_it_does_and_a_report_under_an_old_name_keeps_its_costs(runs, tmp_path,
+                                                                                                  old_name):
+    """The row of the slice policy was "paper's slice", which did not say of what, then "E's first T rows (the
+    paper's)", which credited the paper with it (the paper does not say; fairseq's Linformer slices E). A report
+    written under either old name still lends a refresh its timed costs (kept by row name, relabelled)."""
     rows = tp.build_rows(tp.read_runs([str(runs / "runs")]))
-    assert rows[1]["name"] == "linformer k=128, layerwise, E's first T rows (the paper's)"
-    costs = {"full attention": {"ms": 1.0}, "linformer k=128, layerwise, paper's slice": {"ms": 2.0},
+    assert rows[1]["name"] == "linformer k=128, layerwise, E's first T rows (fairseq's)"
+    costs = {"full attention": {"ms": 1.0}, f"linformer k=128, layerwise, {old_name}": {"ms": 2.0},
              "linformer k=128, layerwise, resample, exact <= k, window 128, global [0, -1]": {"ms": 3.0}}
     out = tmp_path / "report"
     out.with_suffix(".json").write_text(json.dumps({"costs": costs, "meta": {"hardware": "cpu", "load": "idle"}}))
     kept, meta = tp.table_costs(rows, str(out), {"n": 128, "cost_batch": 8}, None)
-    assert kept["linformer k=128, layerwise, E's first T rows (the paper's)"] == {"ms": 2.0}
+    assert kept["linformer k=128, layerwise, E's first T rows (fairseq's)"] == {"ms": 2.0}
     assert meta["costs_measured"]["kept"] is True
 
 
