@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     from linformer.cli import ArgumentParser, cli_errors
-    from linformer.files import read_json
+    from linformer.files.mappings import read_json
 
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("old", type=Path, help="the report before the change (a table2 --layout pretrained .json)")
