@@ -88,8 +88,8 @@ def build_roberta(size: Size, n: int, attn_implementation: str = "sdpa", mlm: bo
     return RobertaForMaskedLM(config) if mlm else RobertaModel(config, add_pooling_layer=False)
 
 
-# The long-document encoders users pick instead of a Linformer, at the same size (layers, width, heads, FFN):
-# ModernBERT with local attention of 128 tokens in every layer but each second one (global), through SDPA; Longformer
+# The long-document encoders users pick instead of a Linformer, at the same size (layers, width, heads, and parameters:
+# modernbert_ffn): ModernBERT with local attention of 128 tokens in every layer but each second one (global), through SDPA; Longformer
 # with a window of 256 tokens and [CLS] global. Random weights: they are timed, not scored.
 MODERNBERT_LOCAL, LONGFORMER_WINDOW = 128, 256
 
@@ -109,13 +109,22 @@ class _GlobalCLS(nn.Module):
         return self.model(input_ids, global_attention_mask=global_mask, **kwargs)
 
 
+def modernbert_ffn(ffn: int) -> int:
+    """ModernBERT's intermediate_size for a peer of our FFN width `ffn`. Its MLP is a GLU (Wi: hidden -> 2 x
+    intermediate, Wo: intermediate -> hidden), three hidden x intermediate matrices against our two, so 2/3 of ours
+    gives it our FFN's parameters and FLOPs (any integer is valid: the config asks no rounding)."""
+    return max(1, round(2 * ffn / 3))
+
+
 def build_peer(kind: str, size: Size, n: int) -> nn.Module:
-    """HF ModernBERT ('modernbert') or HF Longformer ('longformer') of `size` for sequences of up to n tokens."""
+    """HF ModernBERT ('modernbert', its GLU feed-forward sized by modernbert_ffn) or HF Longformer ('longformer') of
+    `size` for sequences of up to n tokens."""
     if kind == "modernbert":
         from transformers import ModernBertConfig, ModernBertModel
 
         config = ModernBertConfig(vocab_size=size.vocab, hidden_size=size.hidden, num_hidden_layers=size.layers,
-                                  num_attention_heads=size.heads, intermediate_size=size.ffn,
+                                  num_attention_heads=size.heads,
+                                  intermediate_size=modernbert_ffn(size.ffn),
                                   max_position_embeddings=n, local_attention=MODERNBERT_LOCAL,
                                   global_attn_every_n_layers=2, hidden_activation="gelu", attn_implementation="sdpa",
                                   pad_token_id=1, bos_token_id=0, eos_token_id=2, cls_token_id=0, sep_token_id=2)
@@ -140,4 +149,4 @@ def label(kind: str, k: int | None = None, sharing: str | None = None) -> str:
             "longformer": f"HF Longformer (window {LONGFORMER_WINDOW}, [CLS] global)"}[kind]
 
 
-__all__ = ["Size", "build_ours", "build_peer", "build_roberta", "label", "ours_config", "size_of"]
+__all__ = ["Size", "build_ours", "build_peer", "build_roberta", "label", "modernbert_ffn", "ours_config", "size_of"]

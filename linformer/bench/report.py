@@ -160,8 +160,11 @@ def inference_sections(rows: list[dict], s, machine: dict, paper_png: str | None
     if peers:
         out += ["", "## Against the long-document encoders users pick instead", "",
                 ("Each cell: **speed-up / memory saved** of the Linformer against " + " and ".join(
-                    label(kind) for kind in peers) + " (same layers, width, heads and FFN; random weights), "
-                 "measured side by side in this run. Above 1x the Linformer is faster / holds less."), ""]
+                    label(kind) for kind in peers) + " (same layers, width and heads; "
+                 + ("ModernBERT's GLU feed-forward at 2/3 of our FFN width, which gives it our FFN's parameters and "
+                    "FLOPs; " if "modernbert" in peers else "the same FFN; ")
+                 + "random weights), measured side by side in this run. Above 1x the Linformer is faster / holds "
+                 "less."), ""]
         for kind in peers:
             out += [f"{label(kind)}:", ""]
             out += _cell_table(rows, ks, lambda r, kind=kind: (
