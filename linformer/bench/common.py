@@ -31,11 +31,12 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def interleaved_medians(fns: dict[str, Callable[[], object]], reps: int, device: torch.device,
-                        on_call: Callable[[], object] | None = None,
-                        threads_used: dict[str, list[int]] | None = None) -> dict[str, float]:
-    """Median seconds of each call over ``reps`` rounds. Every round runs each function once, in an order rotated
-    by one each round, so no function always runs first and machine noise hits all of them alike. With
+def interleaved_rounds(fns: dict[str, Callable[[], object]], reps: int, device: torch.device,
+                       on_call: Callable[[], object] | None = None,
+                       threads_used: dict[str, list[int]] | None = None) -> dict[str, list[float]]:
+    """Seconds of each call in each of ``reps`` rounds ({name: [round 0, round 1, ...]}). Every round runs each
+    function once, in an order rotated by one each round, so no function always runs first and machine noise hits all
+    of them alike: the i-th times of two names were measured side by side, so their ratio is a per-round ratio. With
     `threads_used`, each name gets the CPU threads its timed model calls ran with (threads.recorded; torch's setting
     for a call of a model that does not fit its threads, such as Hugging Face's)."""
     names = list(fns)
@@ -48,7 +49,24 @@ def interleaved_medians(fns: dict[str, Callable[[], object]], reps: int, device:
                 threads_used.setdefault(name, []).extend(calls or [torch.get_num_threads()])
             if on_call is not None:
                 on_call()
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def interleaved_medians(fns: dict[str, Callable[[], object]], reps: int, device: torch.device,
+                        on_call: Callable[[], object] | None = None,
+                        threads_used: dict[str, list[int]] | None = None) -> dict[str, float]:
+    """Median seconds of each call over the interleaved rounds of ``interleaved_rounds``."""
+    return {name: statistics.median(t)
+            for name, t in interleaved_rounds(fns, reps, device, on_call, threads_used).items()}
+
+
+def round_ratio_range(numerator: list[float] | None, denominator: list[float] | None) -> tuple[float, float] | None:
+    """The lowest and highest per-round ratio of two names' interleaved_rounds times (round i over round i: measured
+    side by side); None where either was not timed."""
+    if not numerator or not denominator:
+        return None
+    ratios = [a / b for a, b in zip(numerator, denominator, strict=True) if b > 0]
+    return (min(ratios), max(ratios)) if ratios else None
 
 
 def thread_range(counts: list[int]) -> str:

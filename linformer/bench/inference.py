@@ -11,7 +11,9 @@ Four models of the same size run on the same batch (random token ids, nothing pa
   fast as Hugging Face's.
 
 Time: one warm-up per model, then ``reps`` rounds; in each round every model runs once (the order rotates each
-round), so machine noise hits all models alike; the median is reported. Memory: see ``common.peak_memory_bytes``.
+round), so machine noise hits all models alike; the median is reported, with the lowest and highest round
+(``time_*_min_s``, ``time_*_max_s``) and, for each speed ratio, the lowest and highest of its per-round ratios
+(``<ratio>_min``, ``<ratio>_max``: both models of a round were timed side by side). Memory: see ``common.peak_memory_bytes``.
 With ``reference_dtype`` (e.g. fp32 beside a bf16 run) full attention and the Linformer also run in that dtype in
 the same rounds: what the dtype alone gains, and the Linformer in ``dtype`` against full attention as it runs today.
 With ``tokens_per_batch`` every n runs ``tokens_per_batch // n`` sequences (at least one), so a GPU is kept busy at
@@ -38,11 +40,12 @@ from .common import (
     beyond_flop_bound,
     flop_bound_warning,
     free_memory,
-    interleaved_medians,
+    interleaved_rounds,
     load_average,
     machine_description,
     max_batch_that_fits,
     peak_memory_bytes,
+    round_ratio_range,
     synchronize,
     thread_range,
     timed,
@@ -289,12 +292,12 @@ def _measure_n(n: int, ks: list[int], s: InferenceSettings, device, free: int, r
     names = list(models)  # without a baseline that ran out of memory
     fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
     used: dict[str, list[int]] = {}
-    t = interleaved_medians(fwds, s.reps, device, on_call=lambda: bar.update(1), threads_used=used)
+    rounds = interleaved_rounds(fwds, s.reps, device, on_call=lambda: bar.update(1), threads_used=used)
     max_batch = {}
     if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
         del ids
         max_batch = _max_batches(models, n, s, device, bar)
-    return [_row(n, k, batch, s, t, mem, max_batch, used) for k in ks]
+    return [_row(n, k, batch, s, rounds, mem, max_batch, used) for k in ks]
 
 
 def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar, drop) -> dict[str, int | None]:
@@ -360,9 +363,11 @@ def beyond_flops_warnings(rows: list[dict], machine: dict) -> list[str]:
             for r in rows if beyond_flop_bound(r.get("speedup_vs_full"), r.get("flop_ratio"))]
 
 
-def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, max_batch: dict,
-         used: dict | None = None) -> dict:
+def _row(n: int, k: int, batch: int, s: InferenceSettings, rounds: dict[str, list[float]], mem: dict,
+         max_batch: dict, used: dict | None = None) -> dict:
+    """One (n, k) cell from each model's per-round seconds (common.interleaved_rounds) and peak memory."""
     lin = f"linformer@{k}"
+    t = {name: statistics.median(times) for name, times in rounds.items()}
     used = used or {}
     mb = lambda b: None if b is None else b / 2**20
     row = {
@@ -399,6 +404,23 @@ def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, m
         # the dtype alone, each model against itself in the reference dtype
         row["dtype_speedup_linformer"] = _ratio(t.get(f"{lin}:{ref}"), t[lin])
         row["dtype_speedup_full"] = _ratio(t.get(f"full:{ref}"), t.get("full"))
+    # the spread of the timed rounds, after the columns of earlier runs' CSVs: each model's fastest and slowest round,
+    # and each speed ratio's lowest and highest per-round ratio
+    ratios = {"speedup_vs_full": ("full", lin), "speedup_vs_eager": ("eager", lin),
+              "full_vs_roberta_sdpa": ("roberta_sdpa", "full"), **{f"speedup_vs_{kind}": (kind, lin) for kind in PEERS}}
+    if ref:
+        ratios.update(speedup_vs_full_ref=(f"full:{ref}", lin), dtype_speedup_linformer=(f"{lin}:{ref}", lin),
+                      dtype_speedup_full=(f"full:{ref}", "full"))
+    spread = {}
+    for model, name in (("linformer", lin), *((kind, kind) for kind in BASELINES),
+                        *((f"{model}_ref", f"{name}:{ref}") for model, name in (("full", "full"), ("linformer", lin))
+                          if ref)):
+        if rounds.get(name):
+            spread[f"time_{model}_min_s"], spread[f"time_{model}_max_s"] = min(rounds[name]), max(rounds[name])
+    for key, (num, den) in ratios.items():
+        found = round_ratio_range(rounds.get(num), rounds.get(den))
+        if found is not None:
+            spread[f"{key}_min"], spread[f"{key}_max"] = found
     row["paper_time_saved"] = paper_value(PAPER_TIME_SAVED, n, k)
     row["paper_mem_saved"] = paper_value(PAPER_MEMORY_SAVED, n, k)
     if max_batch:
@@ -408,6 +430,7 @@ def _row(n: int, k: int, batch: int, s: InferenceSettings, t: dict, mem: dict, m
             row[f"max_batch_{kind}"] = max_batch.get(kind)
         row["max_batch_ratio_vs_full"] = _ratio(max_batch.get(lin), max_batch.get("full"))
         row["max_batch_ratio_vs_eager"] = _ratio(max_batch.get(lin), max_batch.get("eager"))
+    row.update(spread)
     return row
 
 

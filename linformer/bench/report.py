@@ -69,6 +69,23 @@ def _s(v) -> str:
     return "-" if v is None else (f"{v * 1000:.0f} ms" if v < 10 else f"{v:.1f} s")
 
 
+def _xr(r: dict, key: str) -> str:
+    """A speed ratio of a row, with the lowest and highest of its per-round ratios in brackets where the row has them
+    (``<key>_min``, ``<key>_max``; rows of runs before they were recorded have none): "1.2x (1.15-1.31)"."""
+    lo, hi = r.get(f"{key}_min"), r.get(f"{key}_max")
+    spread = "" if lo is None or hi is None else (f" ({lo:.3g}-{hi:.3g})" if hi >= 10 else f" ({lo:.2f}-{hi:.2f})")
+    return _x(r.get(key)) + spread
+
+
+def _sr(r: dict, model: str) -> str:
+    """A model's median forward time of a row (``time_<model>_s``), with its fastest and slowest round in brackets
+    where the row has them: "820 ms (790-850)"."""
+    v, lo, hi = r.get(f"time_{model}_s"), r.get(f"time_{model}_min_s"), r.get(f"time_{model}_max_s")
+    if v is None or lo is None or hi is None:
+        return _s(v)
+    return _s(v) + (f" ({lo * 1000:.0f}-{hi * 1000:.0f})" if v < 10 else f" ({lo:.1f}-{hi:.1f})")
+
+
 def _mib(v) -> str:
     return "-" if v is None else f"{v:.0f}"
 
@@ -153,7 +170,7 @@ def inference_sections(rows: list[dict], s, machine: dict, paper_png: str | None
         "",
     ]
     out += _cell_table(rows, ks, lambda r: (
-        f"**{_x(r.get('speedup_vs_full'))} / {_x(r.get('mem_saved_vs_full'))}** *({_x(r.get('flop_ratio'))})*"
+        f"**{_xr(r, 'speedup_vs_full')} / {_x(r.get('mem_saved_vs_full'))}** *({_x(r.get('flop_ratio'))})*"
     ))
     out += _thread_lines(rows, machine)
     peers = [kind for kind in PEERS if any(r.get(f"time_{kind}_s") is not None for r in rows)]
@@ -168,7 +185,7 @@ def inference_sections(rows: list[dict], s, machine: dict, paper_png: str | None
         for kind in peers:
             out += [f"{label(kind)}:", ""]
             out += _cell_table(rows, ks, lambda r, kind=kind: (
-                f"**{_x(r.get(f'speedup_vs_{kind}'))} / {_x(r.get(f'mem_saved_vs_{kind}'))}**"))
+                f"**{_xr(r, f'speedup_vs_{kind}')} / {_x(r.get(f'mem_saved_vs_{kind}'))}**"))
             out += [""]
     if any(r.get("reference_dtype") for r in rows):
         ref = next(r["reference_dtype"] for r in rows if r.get("reference_dtype"))
@@ -178,8 +195,8 @@ def inference_sections(rows: list[dict], s, machine: dict, paper_png: str | None
                  f"Linformer's speed-up over itself in {ref}, full attention's over itself)*, measured side by side "
                  "in this run."), ""]
         out += _cell_table(rows, ks, lambda r: (
-            f"**{_x(r.get('speedup_vs_full_ref'))} / {_x(r.get('mem_saved_vs_full_ref'))}** "
-            f"*({_x(r.get('dtype_speedup_linformer'))}, {_x(r.get('dtype_speedup_full'))})*"))
+            f"**{_xr(r, 'speedup_vs_full_ref')} / {_x(r.get('mem_saved_vs_full_ref'))}** "
+            f"*({_xr(r, 'dtype_speedup_linformer')}, {_xr(r, 'dtype_speedup_full')})*"))
     out += _per_model_table(rows, ks, s.sharing)
     if any(r.get("max_batch_linformer") is not None for r in rows):
         out += ["", "## Memory as the paper measured it: the largest batch that fits", "",
@@ -212,10 +229,10 @@ def _eager_section(rows: list[dict], ks: list[int]) -> list[str]:
         "",
     ]
     return out + _cell_table(rows, ks, lambda r: (
-        f"**{_x(r.get('speedup_vs_eager'))} / {_x(r.get('mem_saved_vs_eager'))}** "
+        f"**{_xr(r, 'speedup_vs_eager')} / {_x(r.get('mem_saved_vs_eager'))}** "
         f"*({_x(r.get('paper_time_saved'))} / {_x(r.get('paper_mem_saved'))})*"
         if r.get("paper_time_saved") is not None else
-        f"**{_x(r.get('speedup_vs_eager'))} / {_x(r.get('mem_saved_vs_eager'))}**"
+        f"**{_xr(r, 'speedup_vs_eager')} / {_x(r.get('mem_saved_vs_eager'))}**"
     ))
 
 
@@ -229,7 +246,9 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         f"Machine: {machine_words(m)}.",
         model_line(s),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
-        "rotated), median. Ratios are measured side by side in this one run."),
+        "rotated), median; in brackets the fastest and slowest round of each time, and the lowest and highest of each "
+        "speed ratio's per-round ratios (the two models of a round ran side by side). Ratios are measured side by side "
+        "in this one run."),
         ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
         "high-water mark (VmHWM reset through /proc/self/clear_refs, after malloc_trim), on CUDA "
         "`torch.cuda.max_memory_allocated`. Measured on a forward of its own after the warm-up (one-off allocations of "
@@ -282,20 +301,24 @@ def _per_model_table(rows: list[dict], ks: list[int], sharing: str) -> list[str]
         by_n.setdefault(r["n"], {})[r["k"]] = r
     for n in sorted(by_n):
         first = next(iter(by_n[n].values()))
-        cells = [f"{_s(first.get(f'time_{b}_s'))}, {_mib(first.get(f'mem_{b}_mib'))} MiB" for b in kinds]
-        cells += [f"{_s(by_n[n][k]['time_linformer_s'])}, {_mib(by_n[n][k].get('mem_linformer_mib'))} MiB"
+        cells = [f"{_sr(first, b)}, {_mib(first.get(f'mem_{b}_mib'))} MiB" for b in kinds]
+        cells += [f"{_sr(by_n[n][k], 'linformer')}, {_mib(by_n[n][k].get('mem_linformer_mib'))} MiB"
                   if k in by_n[n] else "" for k in ks]
         if ref:
             if rows[0].get("time_full_ref_s") is not None:
-                cells.append(f"{_s(first.get('time_full_ref_s'))}, {_mib(first.get('mem_full_ref_mib'))} MiB")
-            cells += [f"{_s(by_n[n][k]['time_linformer_ref_s'])}, {_mib(by_n[n][k].get('mem_linformer_ref_mib'))} MiB"
+                cells.append(f"{_sr(first, 'full_ref')}, {_mib(first.get('mem_full_ref_mib'))} MiB")
+            cells += [f"{_sr(by_n[n][k], 'linformer_ref')}, {_mib(by_n[n][k].get('mem_linformer_ref_mib'))} MiB"
                       if k in by_n[n] else "" for k in ks]
         out.append(f"| {n} | {first['batch_size']} | " + " | ".join(cells) + " |")
     if any(r.get("full_vs_roberta_sdpa") is not None for r in rows):
         out += ["", "Our full-attention mode against HF RoBERTa (SDPA), time ratio (> 1: ours faster): "
-                + ", ".join(f"n={n}: {next(iter(by_n[n].values()))['full_vs_roberta_sdpa']:.2f}x"
-                            for n in sorted(by_n)) + "."]
+                + ", ".join(f"n={n}: {_full_vs_roberta(next(iter(by_n[n].values())))}" for n in sorted(by_n)) + "."]
     return out
+
+
+def _full_vs_roberta(r: dict) -> str:
+    lo, hi = r.get("full_vs_roberta_sdpa_min"), r.get("full_vs_roberta_sdpa_max")
+    return f"{r['full_vs_roberta_sdpa']:.2f}x" + ("" if lo is None or hi is None else f" ({lo:.2f}-{hi:.2f})")
 
 
 def _max_batch_cell(r: dict) -> str:

@@ -126,6 +126,33 @@ def test_interleaved_medians_rotates_the_order():
     assert [calls[i] for i in (0, 3, 6)] == ["a", "b", "c"]  # each round starts with the next model
 
 
+def test_each_cell_records_the_spread_of_its_rounds_and_its_report_shows_it(monkeypatch, tmp_path):
+    """A median of three rounds alone cannot say whether a difference is real: each row keeps every model's fastest
+    and slowest round and each speed ratio's lowest and highest per-round ratio, in its CSV and its report."""
+    from linformer.bench import inference
+    from linformer.bench.report import inference_markdown, read_csv, write_csv
+
+    def rounds(fwds, reps, device, on_call=None, threads_used=None):
+        per_round = {"full": [0.80, 0.82, 0.90], "roberta_sdpa": [0.82, 0.80, 0.91],
+                     "linformer@16": [0.40, 0.50, 0.45]}
+        return {name: per_round[name] for name in fwds}
+
+    monkeypatch.setattr(inference, "interleaved_rounds", rounds)
+    rows, meta = inference.run_inference(tiny_inference(ns=[64], ks=[16], reps=3, baselines=["full", "roberta_sdpa"]),
+                                         progress=False, log=lambda *_: None)
+    (row,) = read_csv(write_csv(rows, tmp_path / "t.csv"))
+    assert row["time_linformer_s"] == pytest.approx(0.45) and row["time_full_s"] == pytest.approx(0.82)
+    assert (row["time_linformer_min_s"], row["time_linformer_max_s"]) == pytest.approx((0.40, 0.50))
+    assert (row["time_full_min_s"], row["time_full_max_s"]) == pytest.approx((0.80, 0.90))
+    # per round: 0.80/0.40, 0.82/0.50, 0.90/0.45
+    assert (row["speedup_vs_full_min"], row["speedup_vs_full_max"]) == pytest.approx((1.64, 2.0))
+    assert (row["full_vs_roberta_sdpa_min"], row["full_vs_roberta_sdpa_max"]) == pytest.approx((0.80 / 0.82, 1.025))
+    md = inference_markdown([row], meta, "cmd")
+    assert "**1.8x (1.64-2.00) / " in md
+    assert "| 64 | 1 | 820 ms (800-900), " in md and "450 ms (400-500), " in md
+    assert "n=64: 1.00x (0.98-1.02)" in md
+
+
 def test_padding_leak_check_sees_the_fairseq_leak():
     ours, leaky = padding_leak(n=32, k=8, size=Size(layers=1, hidden=32, heads=4, ffn=64, vocab=64), real=10)
     assert ours < 1e-5 < leaky
@@ -636,7 +663,7 @@ def test_a_reference_dtype_runs_full_attention_and_the_linformer_again_in_it_sid
     from linformer.bench.report import inference_markdown
 
     timed_names, dtypes = [], {}
-    medians = inference.interleaved_medians
+    medians = inference.interleaved_rounds
 
     def spy(fwds, reps, device, on_call=None, **kw):
         timed_names.append(list(fwds))
@@ -644,7 +671,7 @@ def test_a_reference_dtype_runs_full_attention_and_the_linformer_again_in_it_sid
             dtypes[name] = next(fwd.__defaults__[0].parameters()).dtype
         return medians(fwds, reps, device, on_call, **kw)
 
-    monkeypatch.setattr(inference, "interleaved_medians", spy)
+    monkeypatch.setattr(inference, "interleaved_rounds", spy)
     s = tiny_inference(ns=[64], ks=[16], baselines=["full", "roberta_sdpa"], dtype="bf16", reference_dtype="fp32")
     rows, meta = inference.run_inference(s, progress=False, log=lambda *_: None)
     assert timed_names == [["full", "roberta_sdpa", "linformer@16", "full:fp32", "linformer@16:fp32"]]
@@ -672,9 +699,9 @@ def test_a_speed_up_far_beyond_its_flop_ratio_is_warned_naming_the_load_and_the_
 
     def loaded(fwds, reps, device, on_call=None, threads_used=None):  # full attention 20x slower, on 2 threads
         threads_used.update({name: [1] if name.startswith("linformer") else [2, 2] for name in fwds})
-        return {name: 0.01 if name.startswith("linformer") else 0.2 for name in fwds}
+        return {name: [0.01] if name.startswith("linformer") else [0.2] for name in fwds}
 
-    monkeypatch.setattr(inference, "interleaved_medians", loaded)
+    monkeypatch.setattr(inference, "interleaved_rounds", loaded)
     logged = []
     rows, meta = inference.run_inference(tiny_inference(ns=[64], ks=[16], baselines=["full"]), progress=False,
                                          log=logged.append)
