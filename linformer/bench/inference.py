@@ -13,7 +13,10 @@ Four models of the same size run on the same batch (random token ids, nothing pa
 Time: one warm-up per model, then ``reps`` rounds; in each round every model runs once (the order rotates each
 round), so machine noise hits all models alike; the median is reported, with the lowest and highest round
 (``time_*_min_s``, ``time_*_max_s``) and, for each speed ratio, the lowest and highest of its per-round ratios
-(``<ratio>_min``, ``<ratio>_max``: both models of a round were timed side by side). Memory: see ``common.peak_memory_bytes``.
+(``<ratio>_min``, ``<ratio>_max``: both models of a round were timed side by side). Memory, the column the ratios
+use: on CPU the peak of live tensors a forward adds (``common.peak_tensor_bytes``: the profiler's record, the same
+figure every run), beside the process's resident-set peak (``rss_*_mib``, ``common.peak_memory_bytes``: one reading,
+which moves by tens of percent between runs on a busy machine); on CUDA ``torch.cuda.max_memory_allocated``.
 With ``reference_dtype`` (e.g. fp32 beside a bf16 run) full attention and the Linformer also run in that dtype in
 the same rounds: what the dtype alone gains, and the Linformer in ``dtype`` against full attention as it runs today.
 With ``tokens_per_batch`` every n runs ``tokens_per_batch // n`` sequences (at least one), so a GPU is kept busy at
@@ -45,6 +48,7 @@ from .common import (
     machine_description,
     max_batch_that_fits,
     peak_memory_bytes,
+    peak_tensor_bytes,
     round_ratio_range,
     synchronize,
     thread_range,
@@ -288,7 +292,7 @@ def _measure_n(n: int, ks: list[int], s: InferenceSettings, device, free: int, r
         with device:  # initialised where it runs: a base-width model builds in seconds on a CPU
             models[name] = build_model(kind, n, int(k) if k else None, s).to(dtype=DTYPES[in_dtype or s.dtype])
     bar.set_postfix(n=n, batch=batch)
-    mem = _warm_up(models, ids, s, device, bar, lambda why: dropped.append((n, f"{why} at batch {batch}")))
+    mem, rss = _warm_up(models, ids, s, device, bar, lambda why: dropped.append((n, f"{why} at batch {batch}")))
     names = list(models)  # without a baseline that ran out of memory
     fwds = {name: (lambda m=models[name], x=ids: _forward(m, x)) for name in names}
     used: dict[str, list[int]] = {}
@@ -297,14 +301,19 @@ def _measure_n(n: int, ks: list[int], s: InferenceSettings, device, free: int, r
     if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
         del ids
         max_batch = _max_batches(models, n, s, device, bar)
-    return [_row(n, k, batch, s, rounds, mem, max_batch, used) for k in ks]
+    return [_row(n, k, batch, s, rounds, mem, max_batch, used, rss) for k in ks]
 
 
-def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar, drop) -> dict[str, int | None]:
-    """Each model's warm-up forwards (first-call allocations, kernel selection), then its peak memory on a forward of
-    its own (one-off allocations not counted); {name: peak bytes, None when not measured}. A baseline that runs out
-    of memory is removed from `models` and named to `drop`; a Linformer that does is an error."""
+def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar,
+             drop) -> tuple[dict[str, int | None], dict[str, int | None]]:
+    """Each model's warm-up forwards (first-call allocations, kernel selection), then its peak memory on forwards of
+    its own (one-off allocations not counted): ({name: peak bytes the ratios use}, {name: the process's resident-set
+    peak, CPU only}), None where not measured. On CPU the first is the peak of live tensors (peak_tensor_bytes: the
+    same figure every run; one resident-set reading moves by tens of percent on a busy machine), on CUDA
+    max_memory_allocated (peak_memory_bytes). A baseline that runs out of memory is removed from `models` and named
+    to `drop`; a Linformer that does is an error."""
     mem: dict[str, int | None] = {name: None for name in models}
+    rss: dict[str, int | None] = {name: None for name in models}
     for name in list(models):
         fwd = lambda m=models[name], x=ids: _forward(m, x)
         try:
@@ -312,14 +321,18 @@ def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar,
                 fwd()
                 bar.update(1)
             if s.memory:
-                mem[name] = peak_memory_bytes(fwd, device)
+                if device.type == "cuda":
+                    mem[name] = peak_memory_bytes(fwd, device)
+                else:
+                    rss[name] = peak_memory_bytes(fwd, device)
+                    mem[name] = peak_tensor_bytes(fwd, device)
         except torch.OutOfMemoryError:
             if name.startswith("linformer"):
                 raise
             drop(f"{name} baseline only: out of memory")
             del models[name]
             free_memory(device)
-    return mem
+    return mem, rss
 
 
 def _max_batches(models: dict, n: int, s: InferenceSettings, device, bar) -> dict[str, int]:
@@ -364,8 +377,9 @@ def beyond_flops_warnings(rows: list[dict], machine: dict) -> list[str]:
 
 
 def _row(n: int, k: int, batch: int, s: InferenceSettings, rounds: dict[str, list[float]], mem: dict,
-         max_batch: dict, used: dict | None = None) -> dict:
-    """One (n, k) cell from each model's per-round seconds (common.interleaved_rounds) and peak memory."""
+         max_batch: dict, used: dict | None = None, rss: dict | None = None) -> dict:
+    """One (n, k) cell from each model's per-round seconds (common.interleaved_rounds), the peak memory its ratios
+    use (`mem`) and, on CPU, the process's resident-set peak (`rss`)."""
     lin = f"linformer@{k}"
     t = {name: statistics.median(times) for name, times in rounds.items()}
     used = used or {}
@@ -431,6 +445,10 @@ def _row(n: int, k: int, batch: int, s: InferenceSettings, rounds: dict[str, lis
         row["max_batch_ratio_vs_full"] = _ratio(max_batch.get(lin), max_batch.get("full"))
         row["max_batch_ratio_vs_eager"] = _ratio(max_batch.get(lin), max_batch.get("eager"))
     row.update(spread)
+    rss = rss or {}
+    for model, name in (("linformer", lin), *((kind, kind) for kind in BASELINES)):
+        if rss.get(name) is not None:  # CPU: the resident-set peak beside the tensors' (not what the ratios use)
+            row[f"rss_{model}_mib"] = mb(rss[name])
     return row
 
 

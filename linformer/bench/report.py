@@ -86,6 +86,13 @@ def _sr(r: dict, model: str) -> str:
     return _s(v) + (f" ({lo * 1000:.0f}-{hi * 1000:.0f})" if v < 10 else f" ({lo:.1f}-{hi:.1f})")
 
 
+def _mem(r: dict, model: str) -> str:
+    """A model's peak memory of a row (``mem_<model>_mib``), with the process's resident-set peak in brackets where
+    the row has it (CPU): "33 MiB (RSS 46)"."""
+    rss = r.get(f"rss_{model}_mib")
+    return f"{_mib(r.get(f'mem_{model}_mib'))} MiB" + ("" if rss is None else f" (RSS {_mib(rss)})")
+
+
 def _mib(v) -> str:
     return "-" if v is None else f"{v:.0f}"
 
@@ -225,7 +232,9 @@ def _eager_section(rows: list[dict], ks: list[int]) -> list[str]:
         ("Each cell: **time saved / memory saved** of the Linformer against HF RoBERTa with "
          "`attn_implementation=\"eager\"` (same size), then *(paper: time / memory)*. The paper's numbers are "
          "against its standard Transformer on a V100 (Wang et al. 2020, Table 3; the paper does not say how that "
-         "computes attention: the eager n x n softmax is our stand-in), ours on the machine above."),
+         "computes attention: the eager n x n softmax is our stand-in), ours on the machine above. The two memory "
+         "figures are different measures: ours is the ratio of the peak memory one forward adds at the batch above "
+         "(see Memory), the paper's the ratio of the largest batches that fit (its section 5.3)."),
         "",
     ]
     return out + _cell_table(rows, ks, lambda r: (
@@ -249,10 +258,14 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         "rotated), median; in brackets the fastest and slowest round of each time, and the lowest and highest of each "
         "speed ratio's per-round ratios (the two models of a round ran side by side). Ratios are measured side by side "
         "in this one run."),
-        ("Memory: peak memory a forward adds over the live model and inputs - on CPU the process's resident-set "
-        "high-water mark (VmHWM reset through /proc/self/clear_refs, after malloc_trim), on CUDA "
-        "`torch.cuda.max_memory_allocated`. Measured on a forward of its own after the warm-up (one-off allocations of "
-        "the first calls excluded)."),
+        (("Memory: peak bytes of live tensors a forward adds over the live model and inputs (torch.profiler's "
+          "record of every allocation and free, replayed: the same figure every run; scratch space a kernel "
+          "allocates and frees inside itself is not seen); every memory ratio uses it. In brackets the process's "
+          "resident-set peak (VmHWM reset through /proc/self/clear_refs, after malloc_trim): one reading per model, "
+          "which moves by tens of percent between runs on a busy machine. ")
+         if m.get("device") == "cpu" else
+         "Memory: peak memory a forward adds over the live model and inputs (`torch.cuda.max_memory_allocated`). ")
+        + "Measured on forwards of its own after the warm-up (one-off allocations of the first calls excluded).",
     ]
     if meta.get("note"):
         out.append(meta["note"])
@@ -301,8 +314,8 @@ def _per_model_table(rows: list[dict], ks: list[int], sharing: str) -> list[str]
         by_n.setdefault(r["n"], {})[r["k"]] = r
     for n in sorted(by_n):
         first = next(iter(by_n[n].values()))
-        cells = [f"{_sr(first, b)}, {_mib(first.get(f'mem_{b}_mib'))} MiB" for b in kinds]
-        cells += [f"{_sr(by_n[n][k], 'linformer')}, {_mib(by_n[n][k].get('mem_linformer_mib'))} MiB"
+        cells = [f"{_sr(first, b)}, {_mem(first, b)}" for b in kinds]
+        cells += [f"{_sr(by_n[n][k], 'linformer')}, {_mem(by_n[n][k], 'linformer')}"
                   if k in by_n[n] else "" for k in ks]
         if ref:
             if rows[0].get("time_full_ref_s") is not None:
