@@ -144,7 +144,7 @@ def machine_of(header: list[str], recorded: dict) -> dict:
     for key, pattern, kind in (("device", r"device `([^`]+)`", str), ("gpu", r"device `cuda[^`]*` \(([^)]+)\)", str),
                                ("torch_threads", r"(\d+) torch threads", int),
                                ("competing_processes", r"beside (\d+) competing", int),
-                               ("load_average", r"(load average [^,;]+)", str)):
+                               ("load_average", r"((?:1-minute )?load average [^,;]+)", str)):
         found = re.search(pattern, line)
         if found:
             machine[key] = kind(found.group(1))
