@@ -717,7 +717,7 @@ def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:
     files = [f"{config_name}.yaml", *([f"{group}/{name}" for name in options] if "." in key else [])]
     for relative in files:
         path = config_file(relative)
-        found = line.search(path.read_text()) if path is not None and path.is_file() else None
+        found = line.search(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else None
         if found:
             return config_words(relative), (found.group(1) or "").strip()
     return config_words(f"{config_name}.yaml"), ""
@@ -778,7 +778,7 @@ def _own_config(config_name: str) -> dict:
     import yaml
 
     path = config_file(f"{config_name}.yaml")
-    return (yaml.safe_load(path.read_text()) or {}) if path is not None and path.is_file() else {}
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path is not None and path.is_file() else {}
 
 
 def config_groups(config_name: str) -> list[str]:

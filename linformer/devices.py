@@ -49,7 +49,7 @@ def resolve_device(device: str = "auto", key: str = "device") -> torch.device:
 
 def cpu_model_name() -> str:
     try:
-        with open("/proc/cpuinfo") as f:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
                 if line.startswith("model name"):
                     return line.split(":", 1)[1].strip()

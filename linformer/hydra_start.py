@@ -269,7 +269,7 @@ def _run_status(run: Path) -> tuple[str, int] | None:
     job found its run complete; else None."""
     try:
         record = run / RUN
-        status = json.loads(record.read_text()).get("status")
+        status = json.loads(record.read_text(encoding="utf-8")).get("status")
         return (status, record.stat().st_mtime_ns) if status == "complete" else None
     except (OSError, ValueError, AttributeError):
         return None

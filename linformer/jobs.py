@@ -84,7 +84,7 @@ class Job:
             return self.done.exists() and not self._stale()
         if self.done.suffix == ".json":
             try:
-                json.loads(self.done.read_text())
+                json.loads(self.done.read_text(encoding="utf-8"))
             except (ValueError, OSError):
                 return False
         return not self._stale() and self.damage is None
@@ -357,9 +357,9 @@ class _Runner:
         elif self.jobs > 1:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = self.log_dir / f"{_slug(s.name)}.log"
-            with log.open("a") as fh:  # after an earlier attempt's lines: what it did stays readable
+            with log.open("a", encoding="utf-8") as fh:  # after an earlier attempt's lines: what it did stays readable
                 fh.write(f"$ {line}  # started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-            out = log.open("a")
+            out = log.open("a", encoding="utf-8")
             print(f"[start] {s.name} ({self.threads} thread{'s' * (self.threads > 1)}; log {log}): {line}",
                   file=sys.stderr, flush=True)
             proc = self._popen(s.argv, stdout=out, stderr=subprocess.STDOUT)

@@ -298,7 +298,7 @@ class RunLock:
                     self._remove_stale(holder)
                     continue
                 raise RunDirError(in_use(self.path, holder, self.otherwise)) from None
-            with os.fdopen(fd, "w") as f:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(me))
             self.held = True
             return

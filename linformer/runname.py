@@ -132,7 +132,7 @@ def _init_name(init_from, group: str, architecture: str) -> str:
         return f"{group}-{architecture}"
     config = Path(resolve_path(str(init_from))) / "config.json"
     try:
-        linformer = json.loads(config.read_text()).get("model_type") == "linformer"
+        linformer = json.loads(config.read_text(encoding="utf-8")).get("model_type") == "linformer"
     except (OSError, ValueError, AttributeError):  # a hub name, or no readable config: the run says so later
         linformer = False
     return f"{model_name_of(init_from)}-mlm" if linformer else f"{model_name_of(init_from)}-{architecture}-mlm"

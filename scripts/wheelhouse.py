@@ -158,7 +158,7 @@ def missing_requirements(folder, roots, env, tags, provided=(EXCLUDED,)):
 def read_node_packages(path):
     """{canonical name: Version, or None for a bare name} from a node's `pip list --format=freeze` (or pip freeze)."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise WheelhouseError(f"--node-packages {path}: {err.strerror or err}") from err
     packages = {}
@@ -184,7 +184,7 @@ MANIFEST = ".wheelhouse.json"  # in --dest: the wheels this script put there (it
 def own_wheels(dest):
     """The names of the wheels in dest that a wheelhouse run wrote (its manifest, where they still exist)."""
     try:
-        listed = set(json.loads((Path(dest) / MANIFEST).read_text()).get("wheels", []))
+        listed = set(json.loads((Path(dest) / MANIFEST).read_text(encoding="utf-8")).get("wheels", []))
     except (OSError, ValueError, AttributeError):
         listed = set()
     return {w.name for w in Path(dest).glob("*.whl")} & listed
@@ -192,7 +192,7 @@ def own_wheels(dest):
 
 def write_manifest(dest, names):
     tmp = Path(dest) / f"{MANIFEST}.tmp"
-    tmp.write_text(json.dumps({"wheels": sorted(names)}, indent=1) + "\n")
+    tmp.write_text(json.dumps({"wheels": sorted(names)}, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, Path(dest) / MANIFEST)
 
 
@@ -342,7 +342,7 @@ def make_wheelhouse(dest, python_version="3.12", platforms=("manylinux_2_28_x86_
         if not with_torch:
             write_stub_wheel(stub_dir, torch_version)
         constraints = Path(work) / "constraints.txt"
-        constraints.write_text(f"{EXCLUDED}=={pinned}\n")
+        constraints.write_text(f"{EXCLUDED}=={pinned}\n", encoding="utf-8")
         extra = f"[{','.join(extras)}]" if extras else ""
         roots = [Requirement(f"{PROJECT}{extra}")]
         todo = [f"{project_wheel}{extra}"]

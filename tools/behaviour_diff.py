@@ -89,11 +89,12 @@ def logged(tree: Path, only: set[str]) -> dict:
     for name, rel in RUNS.items():
         if name not in only:
             continue
-        rows = [json.loads(line) for line in (tree / rel / "metrics.jsonl").read_text().splitlines() if line]
+        lines = (tree / rel / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line]
         got[f"{name} metrics.jsonl"] = [{k: v for k, v in r.items() if k not in CLOCK} for r in rows]
         results = tree / rel / "results.json"
         if results.is_file():
-            got[f"{name} results metrics"] = json.loads(results.read_text()).get("metrics")
+            got[f"{name} results metrics"] = json.loads(results.read_text(encoding="utf-8")).get("metrics")
     for name, rel in FILES.items():
         if name not in only:
             continue

@@ -40,7 +40,7 @@ def lowest_pins(pyproject: Path, extras=EXTRAS) -> dict[str, str]:
     """{canonical name: lowest version} for every requirement of the project's dependencies and `extras` that has a
     lower bound (>=, ==, ~=; the highest of several), from pyproject.toml. A requirement without one is left out:
     the resolver chooses it."""
-    project = tomllib.loads(Path(pyproject).read_text())["project"]
+    project = tomllib.loads(Path(pyproject).read_text(encoding="utf-8"))["project"]
     requirements = [*project.get("dependencies", [])]
     for extra in extras:
         requirements += project.get("optional-dependencies", {}).get(extra, [])
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     pins = lowest_pins(ROOT / "pyproject.toml")
     args.log.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.log, "w") as log:
+    with open(args.log, "w", encoding="utf-8") as log:
         say(f"check-lowest: {len(pins)} lower bounds from pyproject.toml: "
             + ", ".join(f"{n} {v}" for n, v in sorted(pins.items())), log)
         python = args.venv / "bin" / "python"
@@ -113,9 +113,9 @@ def main(argv=None) -> int:
         elif wheel is None:
             say(f"check-lowest: no local CPU torch wheel in {args.wheels}: torch {pins['torch']} from the index", log)
         pins_file = args.venv / "lowest-constraints.txt"
-        pins_file.write_text(constraints(pins))
-        say(f"check-lowest: python {sys.version.split()[0]} (pyproject: requires-python "
-            f"{tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['requires-python']}); constraints in "
+        pins_file.write_text(constraints(pins), encoding="utf-8")
+        requires = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+        say(f"check-lowest: python {sys.version.split()[0]} (pyproject: requires-python {requires}); constraints in "
             f"{pins_file}", log)
         pip = [str(python), "-m", "pip", "install", "-q", "-c", str(pins_file)]
         status = (run([*pip, str(wheel) if wheel else f"torch=={pins['torch']}"], log)

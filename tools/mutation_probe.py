@@ -55,7 +55,7 @@ def stale(mutations: list) -> list[str]:
     errors = []
     for name, file, old, _, tests in mutations:
         path = REPO / file
-        count = path.read_text().count(old) if path.is_file() else 0
+        count = path.read_text(encoding="utf-8").count(old) if path.is_file() else 0
         if count != 1:
             errors.append(f"entry {name!r}: the text to change is found {count} times in {file} (expected once)")
         errors += [f"entry {name!r}: no test file {t}" for t in tests if not (REPO / t).is_file()]
@@ -64,8 +64,8 @@ def stale(mutations: list) -> list[str]:
 
 def probe(name: str, file: str, old: str, new: str, tests: list[str]) -> tuple[str, str]:
     path = REPO / file
-    text = path.read_text()
-    path.write_text(text.replace(old, new, 1))
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
     try:
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow",
@@ -73,7 +73,7 @@ def probe(name: str, file: str, old: str, new: str, tests: list[str]) -> tuple[s
         last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
         return ("caught" if out.returncode else "missed"), f"{last} ({time.perf_counter() - t0:.0f} s)"
     finally:
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
 
 
 def main() -> int:
@@ -96,7 +96,7 @@ def main() -> int:
     table = ["| deliberate bug | module | its tests | verdict | pytest |", "|---|---|---|---|---|", *rows]
     if args.out:
         head = f"# Mutation probe\n\nCommand: `python tools/mutation_probe.py --out {args.out}`\n"
-        args.out.write_text("\n".join([head, *table, ""]))
+        args.out.write_text("\n".join([head, *table, ""]), encoding="utf-8")
     missed = sum("| missed |" in r for r in rows)
     print(f"{len(rows) - missed} of {len(rows)} deliberate bugs caught by their module's own tests")
     return 1 if missed else 0

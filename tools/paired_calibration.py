@@ -97,7 +97,7 @@ def main() -> int:
     if args.out:
         args.out.write_text("# Calibration of the comparison cells' p and interval\n\nCommand: `python "
                             f"tools/paired_calibration.py --sims {args.sims} --out {args.out}`\n\n"
-                            + "\n".join(lines) + "\n")
+                            + "\n".join(lines) + "\n", encoding="utf-8")
     return 0
 
 

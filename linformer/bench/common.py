@@ -118,7 +118,7 @@ def flop_bound_warning(what: str, speedup: float, flop_ratio: float, load: str, 
 
 
 def _proc_status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
+    with open("/proc/self/status", encoding="utf-8") as f:
         for line in f:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
@@ -135,7 +135,7 @@ def _release_free_memory() -> None:
 
 def cpu_peak_supported() -> bool:
     try:
-        with open("/proc/self/clear_refs", "w") as f:
+        with open("/proc/self/clear_refs", "w", encoding="utf-8") as f:
             f.write("5")
         _proc_status_kb("VmHWM")
         return True
@@ -164,7 +164,7 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int | N
     if not cpu_peak_supported():
         return None
     _release_free_memory()
-    with open("/proc/self/clear_refs", "w") as f:
+    with open("/proc/self/clear_refs", "w", encoding="utf-8") as f:
         f.write("5")  # VmHWM := current RSS
     before = _proc_status_kb("VmRSS")
     fn()
@@ -285,7 +285,7 @@ def machine_description(device: torch.device, load_at_start: float | None = None
         "python": platform.python_version(),
     }
     try:
-        with open("/proc/meminfo") as f:
+        with open("/proc/meminfo", encoding="utf-8") as f:
             desc["memory_gib"] = f"{int(f.readline().split()[1]) / 2**20:.0f}"
     except OSError:
         pass
@@ -299,7 +299,7 @@ def available_memory_bytes(device: torch.device) -> int:
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
     try:
-        with open("/proc/meminfo") as f:
+        with open("/proc/meminfo", encoding="utf-8") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024

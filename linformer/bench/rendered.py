@@ -67,7 +67,7 @@ def notes_sections(md: Path) -> list[str]:
     """The report's sections headed NOTES..., as written: what people added after the run, kept below today's
     tables."""
     kept, keep = [], False
-    for line in md.read_text().splitlines():
+    for line in md.read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             keep = line.startswith(NOTES)
         if keep:
@@ -80,7 +80,7 @@ def notes_sections(md: Path) -> list[str]:
 def recorded_header(md: Path) -> list[str]:
     """The lines of an inference report between its title and its first table's section ("## "), blank lines at
     the end dropped."""
-    lines = md.read_text().splitlines() if md.is_file() else []
+    lines = md.read_text(encoding="utf-8").splitlines() if md.is_file() else []
     if not lines or lines[0] != INFERENCE_TITLE or not any(x.startswith("## ") for x in lines):
         raise ConfigError(f"--render: {md} is not the inference report of its CSV: the lines above its tables (the "
                           "machine, how it was timed, the command) are read from it; measure again.")

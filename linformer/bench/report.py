@@ -36,7 +36,7 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
 def read_csv(path: str | Path) -> list[dict]:
     """The rows of a CSV that write_csv wrote, each value's type back as far as the text tells it: an empty cell
     None, True/False a bool, a number an int or a float, anything else the text."""
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8") as f:
         return [{k: _csv_parsed(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 

@@ -616,7 +616,7 @@ def read_manifest(out_dir: str) -> dict | None:
     if not path.is_file():
         return None
     try:
-        m = json.loads(path.read_text())
+        m = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return None
     return m if m.get("complete") else None

@@ -24,7 +24,7 @@ def lock_holder(lock: str | Path) -> dict | None:
     """What the lock file `lock` records of its holder, or None: no file, or one that does not read (being written
     this instant, or torn)."""
     try:
-        data = json.loads(Path(lock).read_text())
+        data = json.loads(Path(lock).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

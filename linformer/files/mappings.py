@@ -24,7 +24,8 @@ def parse_mapping(path: str | Path, json_file: bool | None = None) -> tuple[dict
         return {}, None
     json_file = path.suffix == ".json" if json_file is None else json_file
     try:
-        data = json.loads(path.read_text()) if json_file else yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if json_file else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as e:
         return {}, " ".join(str(e).split())
     if not isinstance(data, dict):

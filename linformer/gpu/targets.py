@@ -286,8 +286,8 @@ def run_target(name: str, commands: list, out: Path, deadline: float | None = No
     `warned`: archive's)."""
     log_path = out / log_name(name)
     start, rc, stopped, interrupted = time.perf_counter(), 0, False, False
-    with open(log_path, "w") as log, deliver_while(copy_back_patterns(name), out, archive_to, log_path,
-                                                         warned):
+    with open(log_path, "w", encoding="utf-8") as log, deliver_while(copy_back_patterns(name), out, archive_to,
+                                                                      log_path, warned):
         for command in commands:
             group = command if isinstance(command, Together) else Together((command,), 0.0)
             slots = group.slots()  # once: the free GPU memory it reads moves
@@ -308,7 +308,7 @@ def run_target(name: str, commands: list, out: Path, deadline: float | None = No
                 rc = 2
             if rc != 0 or stopped:
                 break
-    if name == "tests" and rc == 0 and all_skipped(log_path.read_text()):
+    if name == "tests" and rc == 0 and all_skipped(log_path.read_text(encoding="utf-8")):
         rc = 1  # exit 0 with every test skipped: nothing was tested, so the target did not pass
         print(f"error: every GPU test was skipped ({log_path}): the target tested nothing", flush=True)
     record = {"target": name, "commands": [_shown(c) for c in commands], "rc": rc,
@@ -548,8 +548,8 @@ def process_start() -> float:
     """This process's start, in seconds since the epoch: its start after boot (/proc/self/stat, in clock ticks) plus
     the boot's time (/proc/stat), to the second; now where there is no Linux /proc."""
     try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+        ticks = int(Path("/proc/self/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text(encoding="utf-8").splitlines()
                     if line.startswith("btime "))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
@@ -629,7 +629,7 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
                           "give --out a folder of its own (the one that comes back from the machine)")
     record_path = work / "gpu_targets.json"
     try:
-        records = json.loads(record_path.read_text()) if record_path.is_file() else []
+        records = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else []
     except ValueError:
         raise DataError(f"{record_path} is not JSON (damaged): move it away to start a new record there") from None
     if not isinstance(records, list):

@@ -416,7 +416,7 @@ def sentence_transformers_pooling(path: str) -> str | None:
     def read(name):
         found = cached_file(path, name, _raise_exceptions_for_missing_entries=False,
                             _raise_exceptions_for_connection_errors=False)
-        return json.loads(Path(found).read_text()) if found else None
+        return json.loads(Path(found).read_text(encoding="utf-8")) if found else None
 
     try:
         modules = read("modules.json") or []

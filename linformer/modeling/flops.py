@@ -203,7 +203,7 @@ def peak_flops(device: torch.device, mixed_precision: str, override_tflops: floa
 def _cpu_peak(bf16: bool) -> float | None:
     """threads x clock x FLOPs/cycle (2 FMA units: 64 fp32 with AVX-512, 32 with AVX2); an estimate."""
     with contextlib.suppress(OSError, ValueError, StopIteration):
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
         flags = set(next(x for x in lines if x.startswith("flags")).split(":")[1].split())
         mhz = float(next(x for x in lines if x.startswith("cpu MHz")).split(":")[1])
         per_cycle = 64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8

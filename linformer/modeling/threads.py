@@ -102,7 +102,7 @@ def _busy_seconds(cpus: list[int], tick_s: float) -> float | None:
     wanted = {f"cpu{c}" for c in cpus}
     total = 0
     try:
-        with open(PROC_STAT) as f:
+        with open(PROC_STAT, encoding="utf-8") as f:
             for line in f:
                 name, _, rest = line.partition(" ")
                 if name in wanted:

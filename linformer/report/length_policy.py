@@ -444,7 +444,7 @@ def render(measured: dict, out: str) -> None:
 
 def _header_of(md: Path) -> list[str]:
     """The lines between a length-policy report's title and its VERDICT line, relabelled."""
-    lines = md.read_text().splitlines() if md.is_file() else []
+    lines = md.read_text(encoding="utf-8").splitlines() if md.is_file() else []
     if not lines or not lines[0].startswith("# Length policies") or not any(x.startswith(VERDICT) for x in lines):
         raise ConfigError(f"--render: the JSON keeps no header and {md} is not its report: measure again.")
     body = lines[1:next(i for i, x in enumerate(lines) if x.startswith(VERDICT))]

@@ -185,7 +185,7 @@ def read_measured(path: str, script: str) -> dict:
         raise ConfigError(f"--render {path}: " + ("is a folder, not a JSON file" if given.is_dir() else "no such file")
                           + f": give the <out>.json of an earlier {script} run.")
     try:
-        data = json.loads(given.read_text())
+        data = json.loads(given.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"--render {path} is not JSON ({err}): give the <out>.json of an earlier {script} "
                           "run.") from None
@@ -196,5 +196,5 @@ def read_measured(path: str, script: str) -> dict:
 
 
 def show(out: str) -> None:
-    print(Path(f"{out}.md").read_text())
+    print(Path(f"{out}.md").read_text(encoding="utf-8"))
     print(f"wrote {out}.md, .json and .png")

@@ -432,7 +432,7 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
                                               command or shell_command("python", *sys.argv))
         else:
             data = write_table2(runs, out, hardware, command, subsets)
-    print(Path(f"{out}.md").read_text())
+    print(Path(f"{out}.md").read_text(encoding="utf-8"))
     print(f"wrote {out}.md and {out}.json ({len(data['rows'])} rows)")
     return data
 

@@ -150,7 +150,7 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
 
 def _write_checksums(path: Path) -> None:
     files = [f for f in path.rglob("*") if f.is_file() and f.name != CHECKSUMS]
-    (path / CHECKSUMS).write_text(json.dumps({"files": file_checksums(path, files)}, indent=1))
+    (path / CHECKSUMS).write_text(json.dumps({"files": file_checksums(path, files)}, indent=1), encoding="utf-8")
 
 
 def damaged_files(path: Path) -> list[str]:
@@ -168,7 +168,7 @@ def _checksum_problems(path: Path) -> list[str]:
     if not (path / CHECKSUMS).is_file():
         return [] if (path / STATE_FILE).is_file() else [f"{STATE_FILE}: missing"]
     try:
-        files = json.loads((path / CHECKSUMS).read_text())["files"]
+        files = json.loads((path / CHECKSUMS).read_text(encoding="utf-8"))["files"]
     except (json.JSONDecodeError, KeyError, TypeError):
         return [f"{CHECKSUMS}: unreadable"]
     if not isinstance(files, dict):
@@ -188,7 +188,7 @@ def _rng_problems(path: Path) -> list[str]:
 def _saved_processes(path: Path) -> int:
     """How many processes saved the checkpoint (each its own RNG state): its trainer state's count, else 1."""
     try:
-        processes = json.loads((path / STATE_FILE).read_text()).get("processes")
+        processes = json.loads((path / STATE_FILE).read_text(encoding="utf-8")).get("processes")
     except (OSError, ValueError, AttributeError):
         return 1
     return processes if isinstance(processes, int) and processes > 0 else 1
@@ -283,7 +283,7 @@ def _rotate_out(old: Path) -> None:
 def _finish_main(accelerator: Accelerator, tmp: Path, final: Path, step: int, state: dict) -> None:
     """Rank 0's part once every rank's files are in `tmp`: the trainer state and checksums, then the swap-in."""
     if accelerator.is_main_process:
-        (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2))
+        (tmp / STATE_FILE).write_text(json.dumps(dict(state, step=step), indent=2), encoding="utf-8")
         _write_checksums(tmp)
         umask_modes(tmp)
         swap_in(tmp, final)  # re-saving the same step (the final checkpoint after a periodic one) replaces it whole
@@ -458,4 +458,4 @@ def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -
         raise CheckpointError(f"checkpoint {path}: {unpickling_refusal(err, pickled)}") from None
     except Exception as err:  # a checkpoint without checksums can still hold a truncated file
         raise CheckpointError(f"checkpoint {path} could not be loaded ({type(err).__name__}: {err}).") from err
-    return json.loads((path / STATE_FILE).read_text())
+    return json.loads((path / STATE_FILE).read_text(encoding="utf-8"))

@@ -141,7 +141,8 @@ def wandb_mode() -> str | None:
     if "WANDB_MODE" in os.environ:
         return None
     netrc = Path.home() / ".netrc"
-    logged_in = bool(os.environ.get("WANDB_API_KEY")) or (netrc.exists() and "api.wandb.ai" in netrc.read_text())
+    logged_in = bool(os.environ.get("WANDB_API_KEY")) or (
+        netrc.exists() and "api.wandb.ai" in netrc.read_text(encoding="utf-8"))
     return "online" if logged_in else "offline"
 
 
