@@ -19,7 +19,7 @@ import threading
 from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
-from .errors import LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
+from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
 from .files.locations import started_script
 from .files.names import NAME_MAX_BYTES
 from .shell import scripts_named_here
@@ -226,6 +226,22 @@ def _escape(err: UnicodeEncodeError) -> tuple[str, int]:
     if err.encoding not in _escaped:
         _escaped.append(err.encoding)
     return err.object[err.start:err.end].encode("ascii", "backslashreplace").decode("ascii"), err.end
+
+
+def refuse_undecodable_arguments(args: list[str]) -> None:
+    """ConfigError naming the first of `args` that holds bytes this process's locale could not decode (a non-ASCII
+    path under LC_ALL=C with UTF-8 mode off: Python keeps them as surrogates). Python's own file calls take such a
+    path, but the tokenizers library takes paths as UTF-8 text only, so a run would end at its first tokenizer save
+    or load (a pretraining run after all its steps): refused before any work."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            raise ConfigError(f"{shown}: this locale ({sys.getfilesystemencoding()} file names: LC_ALL/LANG without "
+                              "UTF-8, and Python's UTF-8 mode off) cannot decode this argument, and the tokenizers "
+                              "library takes a path only as UTF-8 text. Run with PYTHONUTF8=1 (or a UTF-8 locale, "
+                              "LC_ALL=C.UTF-8).") from None
 
 
 def _say_escaped() -> None:

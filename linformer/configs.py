@@ -685,8 +685,8 @@ def refuse_long_job_names(config_name: str, overrides: list[str]) -> None:
         subdir = str(compose(config_name, job, with_hydra=True).hydra.sweep.subdir)
     except Exception:  # a sweep only Hydra's run expands (a glob over a group's options), or an interpolation only
         return         # its run resolves: Hydra's run says what is wrong
-    name = max(Path(subdir).parts, key=lambda part: len(part.encode()), default="")
-    if len(name.encode()) <= NAME_MAX_BYTES:
+    name = max(Path(subdir).parts, key=lambda part: len(os.fsencode(part)), default="")
+    if len(os.fsencode(name)) <= NAME_MAX_BYTES:
         return
     named = [o for o in job if o.replace("/", "_") in name]
     longest = f"; the longest override in it is {max(named, key=len)}" if named else ""
@@ -695,7 +695,7 @@ def refuse_long_job_names(config_name: str, overrides: list[str]) -> None:
     else:
         shorter = (f"keys that need not name the folder in hydra.job.config.override_dirname.exclude_keys "
                    f"({config_words(config_name + '.yaml')}), a shorter run_name=...")
-    raise ConfigError(f"a job of this sweep would be named {name[:48]}... ({len(name.encode())} bytes; a name may "
+    raise ConfigError(f"a job of this sweep would be named {name[:48]}... ({len(os.fsencode(name))} bytes; a name may "
                       f"have {NAME_MAX_BYTES}): its run name and every other override{longest}. Shorten it: put the "
                       f"settings that stay fixed in a config of one's own (configs/experiment/<name>.yaml, "
                       f"experiment=<name>), {shorter}, or shorter values.")
@@ -704,7 +704,7 @@ def refuse_long_job_names(config_name: str, overrides: list[str]) -> None:
 def _longest_value(override) -> str:
     """A swept override (a,b or range(...)) as key=value at its longest value."""
     values = [str(v) for v in override.sweep_string_iterator()]
-    return f"{override.get_key_element()}={max(values, key=lambda v: len(v.encode()))}"
+    return f"{override.get_key_element()}={max(values, key=lambda v: len(os.fsencode(v)))}"
 
 
 def _mandatory_key_comment(config_name: str, key: str) -> tuple[str, str]:

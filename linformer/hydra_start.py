@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank, said, work_ended
+from .cli import EXIT_USER_ERROR, Ended, cli_errors, process_rank, refuse_undecodable_arguments, said, work_ended
 from .configs import (
     added_overrides,
     asks_for_help,
@@ -109,6 +109,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             args = [_from_repository(a) for a in given]  # a relative hydra.run.dir or sweep.dir: from the clone too
             start.update(started=time.time(), before=None, earlier=None)
             with cli_errors(resumes, work=False):  # a --config-dir or --config-path that names no folder
+                refuse_undecodable_arguments(given)
                 line = hydra_command_line(args, config_name, fn)
             if line is None and not reads_command_lines() and process_rank() == 0:
                 print("note: this Hydra has moved the parser linformer reads a command line with before Hydra starts: "

@@ -1686,3 +1686,18 @@ def test_a_hydra_script_s_help_without_a_configs_folder_says_what_it_can(tmp_pat
     assert code == 0 and said.err == "", said.err
     assert said.out.startswith("Tokenize and pack a corpus into blocks of n tokens: python scripts/prepare_corpus.py")
     assert f"none was found: LINFORMER_CONFIG_DIR={tmp_path / 'no-such-configs'} names no folder" in said.out
+
+
+def test_an_argument_the_locale_could_not_decode_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    """Under LC_ALL=C with UTF-8 mode off, Python keeps a non-ASCII path's bytes as surrogates: the tokenizers library
+    refuses such a path (UTF-8 text only), so pretraining ended at its final save with a traceback, after every step.
+    A surrogate from a byte that is no UTF-8 (0xff) stands for it under any locale."""
+    import linformer.hydra_start as hydra_start
+
+    out = tmp_path / os.fsdecode(b"dir-\xc3\xbc\xff")
+    monkeypatch.setattr(sys, "argv", ["pretrain.py", f"paths.output_dir={out}"])
+    with pytest.raises(SystemExit) as end:
+        hydra_start.hydra_main("pretrain")(lambda cfg: pytest.fail("the job ran"))()
+    assert end.value.code == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: paths.output_dir={tmp_path}/dir-\\xc3\\xbc\\xff: this locale") and "PYTHONUTF8=1" in err

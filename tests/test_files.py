@@ -830,6 +830,26 @@ def test_a_long_name_the_file_system_takes_is_written_and_a_longer_one_refused_n
     assert _hidden(tmp_path) == []
 
 
+def test_a_path_python_decoded_with_surrogates_is_written_as_its_bytes(tmp_path):
+    """Under an ASCII locale (LC_ALL=C PYTHONUTF8=0) Python decodes a non-ASCII path on the command line with
+    surrogates for its bytes ('dir-\\udcc3\\udcbc' for dir-ü): the output check's str.encode() raised
+    UnicodeEncodeError at a run's final save, and a temporary's cut name at once. Such a str is the same under any
+    locale: a UTF-8 one decodes bytes that are no UTF-8 the same way."""
+    from linformer.files.atomic import atomic_dir, atomic_write
+    from linformer.files.hashing import short_digest
+    from linformer.files.outputs import check_writable
+
+    folder = tmp_path / os.fsdecode(b"dir-\xc3\xbc\xff")  # \xff: no UTF-8, so a surrogate under any locale
+    check_writable(folder / "model", key="paths.output_dir")
+    atomic_write(folder / "run.json", "{}")
+    long = folder / os.fsdecode(b"\xff" * 250)  # its temporaries' names are cut, in bytes
+    atomic_write(long, "text")
+    with atomic_dir(folder / "model", A) as tmp:
+        (tmp / "weights.bin").write_bytes(b"w")
+    assert sorted(os.listdir(os.fsencode(folder))) == sorted([b"run.json", b"\xff" * 250, b"model"])
+    assert short_digest(str(folder)) == short_digest(os.fsencode(folder))  # a run's W&B id is one of its folder
+
+
 def test_a_full_disk_names_the_output_not_the_folder_it_goes_into(tmp_path, monkeypatch):
     import errno
 

@@ -218,8 +218,9 @@ def short_digest(value: Any, length: int = 16) -> str:
     name: each kept, as names already on disk and on W&B carry them): of `value`'s bytes, of its UTF-8 where it is
     text, else of its canonical JSON (keys sorted, non-ASCII characters as themselves, UTF-8), so that equal mappings
     name the same whatever their order."""
+    # surrogateescape: a path Python decoded from bytes it could not (argv under an ASCII locale) has its bytes back
     if isinstance(value, str):
-        value = value.encode("utf-8")
+        value = value.encode("utf-8", "surrogateescape")
     elif not isinstance(value, bytes):
-        value = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        value = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogateescape")
     return hashlib.sha256(value).hexdigest()[:length]

@@ -159,9 +159,11 @@ def check_writable(path: str | Path, inside: bool = False, key: str | None = Non
     error naming a temporary after it (a benchmark's grid). `key`: the flag or setting that chose `path` ("--out"),
     named in the advice."""
     choose = f"choose another {key}" if key else "choose another output path"
-    long = next((part for part in Path(path).parts if len(part.encode()) > NAME_MAX_BYTES), None)
+    # os.fsencode: the bytes the file system gets; a name Python decoded from them (argv under an ASCII locale) holds
+    # surrogates for bytes it could not decode, which str.encode() refuses
+    long = next((part for part in Path(path).parts if len(os.fsencode(part)) > NAME_MAX_BYTES), None)
     if long is not None:
-        raise OutputPathError(f"{path}: the name {long[:40]}... is {len(long.encode())} bytes, longer than the file "
+        raise OutputPathError(f"{path}: the name {long[:40]}... is {len(os.fsencode(long))} bytes, longer than the file "
                               f"system allows ({NAME_MAX_BYTES}): choose a shorter one.")
     folder = Path(path).absolute() if inside else Path(path).absolute().parent
     while not os.path.lexists(folder) and folder != folder.parent:

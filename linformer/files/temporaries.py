@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from .hashing import short_digest
@@ -35,10 +36,10 @@ _TEMP_ROOM = NAME_MAX_BYTES - len(".tmp--00000000-0000000")
 def _temp_stem(name: str) -> str:
     """`name` as its temporaries carry it: whole where it fits in _TEMP_ROOM bytes, else cut short and ended by
     ~<8 hex digits of the whole name>, so that a temporary's name fits wherever the output's own name does."""
-    raw = name.encode()
+    raw = os.fsencode(name)  # the bytes the file system gets (a name decoded from argv may hold surrogates)
     if len(raw) <= _TEMP_ROOM:
         return name
-    return raw[:_TEMP_ROOM - 9].decode(errors="ignore") + "~" + short_digest(raw, 8)
+    return raw[:_TEMP_ROOM - 9].decode(sys.getfilesystemencoding(), errors="ignore") + "~" + short_digest(raw, 8)
 
 
 def _temporaries(name: str) -> re.Pattern:

@@ -425,7 +425,7 @@ def source_sha256(root: Path = REPO) -> str:
     files = sorted({p for pattern in SOURCE_GLOBS for p in root.glob(pattern) if p.is_file()})
     digest = hashlib.sha256()
     for path in files:
-        digest.update(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n".encode())
+        digest.update(os.fsencode(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n"))
     return digest.hexdigest()
 
 
