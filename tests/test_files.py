@@ -948,3 +948,19 @@ def test_a_build_refused_while_its_holder_writes_its_record_still_names_that_hol
             pytest.fail("built beside the holder")
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("how", ["in_scripts", "dot_slash", "symlink", "from_root", "repl", "pytest"])
+def test_a_script_is_told_from_python_code_however_it_was_started(tmp_path, monkeypatch, how):
+    """`cd scripts && python pretrain.py` was taken for Python code calling the package (argv[0] 'pretrain.py' has no
+    folder): run.json without its command, a `next:` line of Python, the wrong resume advice."""
+    from linformer.files.locations import started_script
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "pretrain.py"
+    (tmp_path / "pretrain").symlink_to(script)
+    argv0, cwd = {"in_scripts": ("pretrain.py", script.parent), "dot_slash": ("./pretrain.py", script.parent),
+                  "symlink": (str(tmp_path / "pretrain"), tmp_path), "from_root": ("scripts/pretrain.py", script.parents[1]),
+                  "repl": ("", tmp_path), "pytest": (pytest.__file__, tmp_path)}[how]
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert started_script() == (None if how in ("repl", "pytest") else script)

@@ -23,9 +23,12 @@ def repo_root() -> Path:
 def started_script() -> Path | None:
     """The script this process was started as (``python scripts/<name>.py``, torchrun's worker of one included),
     resolved; None for Python code calling the package: a notebook's kernel (its argv is the kernel launcher's), a
-    REPL (argv[0] ''), pytest."""
-    script = Path(sys.argv[0])
-    return script.resolve() if script.suffix == ".py" and script.parent.name == "scripts" else None
+    REPL (argv[0] ''), pytest. Resolved before it is looked at: started from inside scripts/ (``python pretrain.py``,
+    ``./pretrain.py``) argv[0] names no folder, and a symlink to a script (``~/bin/pretrain``) another one."""
+    if not sys.argv or not sys.argv[0]:
+        return None
+    script = Path(sys.argv[0]).resolve()
+    return script if script.suffix == ".py" and script.parent.name == "scripts" else None
 
 
 def scripts_dir() -> Path:
