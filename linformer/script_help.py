@@ -1,15 +1,35 @@
 """What a Hydra script's --help says (configs/hydra/help/script.yaml): its purpose and an example command, from the
 script's docstring (their one home), and the config groups its config selects with their options. Hydra's own
 template listed every group under configs/ to every script, the shared parts (``data: _settings``) among the
-options and groups the script does not read (``task`` on pretraining) with them."""
+options and groups the script does not read (``task`` on pretraining) with them. Also the one reader of a module's
+docstring for a description (``description``): ``python -OO`` drops every ``__doc__``."""
 
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 from .files.locations import script, scripts_dir
 from .shell import scripts_named_here
+
+
+def module_doc(doc: str | None, file: str | os.PathLike) -> str:
+    """A module's docstring: `doc` (its ``__doc__``), or where Python dropped it (``python -OO``, PYTHONOPTIMIZE=2)
+    the one its source `file` holds; "" where neither has one."""
+    if doc is None:
+        try:
+            doc = ast.get_docstring(ast.parse(Path(file).read_text(encoding="utf-8")), clean=False)
+        except (OSError, SyntaxError, ValueError):
+            doc = None
+    return doc or ""
+
+
+def description(doc: str | None, file: str | os.PathLike, paragraph: bool = False) -> str:
+    """What a command's --help and a plan's title say it does: the first line (`paragraph`: the first paragraph) of
+    its module's docstring (``module_doc``: also under ``python -OO``)."""
+    text = module_doc(doc, file)
+    return text.split("\n\n")[0] if paragraph else (text.splitlines() or [""])[0]
 
 
 def script_purpose(name: str) -> str:

@@ -14,10 +14,11 @@ from linformer.data.io import data_mirror_words
 from linformer.data.tasks import MIRROR_TASKS
 from linformer.files.atomic import output_files
 from linformer.files.outputs import made_by
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("runs", nargs="+", help="pretraining run directories (with model/), model directories or hub names")
     p.add_argument("--tasks", nargs="+", default=list(MIRROR_TASKS),
                    help="task configs, as finetune's task= names them: configs/task/<name>.yaml, or --config-dir's "

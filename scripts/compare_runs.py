@@ -14,11 +14,12 @@ import sys
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
+from linformer.script_help import description
 from linformer.shell import shell_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain; relative to "
                                          "the repository)")
     p.add_argument("--metrics", nargs="*", default=None,

@@ -13,10 +13,11 @@ from linformer.argtypes import path, positive_seconds, tcp_port
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.errors import ConfigError
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("--outputs", type=path, default=None,
                    help="folder of run directories (default: paths.output_dir; relative to the repository)")
     p.add_argument("--logdir", type=path, default=None,

@@ -8,10 +8,11 @@ import sys
 
 from linformer.argtypes import folder
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=description(__doc__, __file__))
     ap.add_argument("--under", type=folder, default=None, metavar="DIR",
                     help="write data/ and outputs/ under DIR instead of the checkout (a rehearsal)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit")

@@ -7,10 +7,11 @@ end would have saved in <run>/model. argparse, not Hydra: the run is a positiona
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("run", type=path,
                    help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>; relative "
                         "to the repository)")

@@ -10,10 +10,11 @@ import sys
 from linformer.argtypes import at_least, given_path, path
 from linformer.cli import ArgumentParser
 from linformer.report import measured
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=description(__doc__, __file__))
     ap.add_argument("models", nargs="*", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
                                               "Linformer directories")
     ap.add_argument("--render", metavar="JSON", type=path,

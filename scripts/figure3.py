@@ -11,11 +11,12 @@ import sys
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.script_help import description
 from linformer.shell import shell_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("runs", nargs="+", help="pretraining run directories (one full attention, the Linformers)")
     p.add_argument("--out", type=path, required=True,
                    help="output path without suffix (<out>.json, <out>.png; relative to the repository)")

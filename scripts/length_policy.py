@@ -13,10 +13,11 @@ from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
 from linformer.modeling.values import SHARING
 from linformer.report import measured
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=description(__doc__, __file__))
     ap.add_argument("--source", default="minilm", help="the encoder to convert (default minilm)")
     ap.add_argument("--render", metavar="JSON", type=path,
                     help="write the report again from the JSON of an earlier run (relative to the repository), "

@@ -13,10 +13,11 @@ from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
 from linformer.modeling.values import SHARING
 from linformer.report import measured
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=description(__doc__, __file__))
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--classifier", help="a finetuned sequence classifier with full attention (a finetuning run's "
                                            "best/)")

@@ -13,6 +13,7 @@ from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.files.atomic import output_files
 from linformer.files.outputs import made_by
+from linformer.script_help import description
 
 
 def _columns(text: str) -> tuple[str, ...]:
@@ -23,7 +24,7 @@ def _columns(text: str) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("model_dir", help="a finetuned sequence classifier: a finetuning run's best/ or model/, an "
                                      "exported or distilled one (relative to the repository)")
     p.add_argument("--input", type=path, required=True,

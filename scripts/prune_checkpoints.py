@@ -13,9 +13,10 @@ pruned). argparse, not Hydra: the runs are positional paths that the shell expan
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.errors import LinformerError
+from linformer.script_help import description
 
 if __name__ == "__main__":
-    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain, outputs)")
     args = p.parse_args()
     # the work's modules (torch, transformers): imported once the command line is read

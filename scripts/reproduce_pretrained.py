@@ -11,10 +11,11 @@ import sys
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.experiments import Places, frontend
 from linformer.experiments import pretrained as exp
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=description(__doc__, __file__, paragraph=True))
     frontend.plan_arguments(ap, exp.PROFILES, exp.DEFAULT_PROFILE, "cpu: subsets sized for 2 CPU cores, in sittings; "
                             "cpu12k: IMDB on 12,000 reviews, the target rows only, over several sittings; gpu: the "
                             "full-size table (default %(default)s)")

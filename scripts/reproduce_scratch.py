@@ -13,10 +13,11 @@ import sys
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.experiments import frontend
 from linformer.experiments import scratch as exp
+from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=description(__doc__, __file__, paragraph=True))
     frontend.plan_arguments(ap, exp.PROFILE_NAMES, exp.DEFAULT_PROFILE, "toy: the whole plan at toy scale on 2 CPU cores, in "
                             "minutes (a rehearsal); gpu: the table on one GPU, in slices (default %(default)s)")
     ap.add_argument("--rows", type=int, default=None, metavar="N",

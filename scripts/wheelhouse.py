@@ -423,7 +423,7 @@ def a_path(text):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])  # None under python -OO
     p.add_argument("--dest", type=a_path, default="wheelhouse", help="output folder (default: wheelhouse)")
     p.add_argument("--python-version", default="3.12", help="target CPython X.Y (default: 3.12)")
     p.add_argument("--platform", action="append", default=None,

@@ -55,3 +55,57 @@ def test_a_config_resolved_whole_outside_a_hydra_command_resolves_its_help_too()
 
     resolved = OmegaConf.to_container(compose("pretrain", ["hydra.job.name=pretrain"], with_hydra=True), resolve=True)
     assert resolved["hydra"]["help"]["header"].startswith("MLM pretraining: python scripts/pretrain.py")
+
+
+def _argparse_scripts() -> list[str]:
+    return sorted(p.stem for p in (REPO / "scripts").glob("*.py") if p.stem not in HYDRA_SCRIPTS)
+
+
+@pytest.mark.parametrize("script", _argparse_scripts())
+def test_a_script_s_help_works_under_python_oo(script, monkeypatch, capsys):
+    """``python -OO`` (PYTHONOPTIMIZE=2) drops docstrings: 16 scripts built their parser from
+    ``__doc__.splitlines()[0]`` and crashed at start, --help included. Each script run as -OO compiles it, its
+    package module's (scripts/gpu.py's linformer.gpu.targets) with its __doc__ None."""
+    import importlib
+    import sys
+
+    path = REPO / "scripts" / f"{script}.py"
+    package = {"gpu": "linformer.gpu.targets", "gpu_carry": "linformer.gpu.carry"}.get(script)
+    if package:
+        monkeypatch.setattr(importlib.import_module(package), "__doc__", None)
+    monkeypatch.syspath_prepend(str(path.parent))
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    code = compile(path.read_text(encoding="utf-8"), str(path), "exec", optimize=2)
+    with pytest.raises(SystemExit) as end:
+        exec(code, {"__name__": "__main__", "__file__": str(path), "__doc__": None})  # as -OO runs it
+    out = capsys.readouterr().out
+    assert end.value.code == 0 and out.startswith("usage:")
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+    if "description(__doc__" in path.read_text(encoding="utf-8"):
+        assert doc.splitlines()[0].split()[0] in out  # its description, from the source
+
+
+def test_a_module_s_description_is_read_from_its_source_where_python_dropped_it():
+    from linformer.experiments import mini, pretrained, scratch
+    from linformer.script_help import description, module_doc
+
+    for module in (mini, pretrained, scratch):
+        assert module_doc(None, module.__file__) == module.__doc__  # a plan's title under -OO
+        assert description(None, module.__file__, paragraph=True) == module.__doc__.split("\n\n")[0]
+    assert description(None, REPO / "scripts" / "demo.py").startswith("`make demo`: the whole pipeline")
+    assert module_doc(None, REPO / "no-such.py") == "" and description(None, REPO / "no-such.py") == ""
+
+
+def test_no_code_reads_a_docstring_that_python_oo_drops():
+    """Every ``__doc__`` the package, scripts/ and tools/ read goes through module_doc/description or allows None."""
+    found = []
+    for folder in ("linformer", "scripts", "tools"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            allowed = {id(call.args[0]) for call in ast.walk(tree) if isinstance(call, ast.Call) and call.args
+                       and getattr(call.func, "id", None) in ("module_doc", "description")}
+            allowed |= {id(op.values[0]) for op in ast.walk(tree) if isinstance(op, ast.BoolOp)
+                        and isinstance(op.op, ast.Or)}
+            found += [f"{path.relative_to(REPO)}:{n.lineno}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Name) and n.id == "__doc__" and id(n) not in allowed]
+    assert found == []

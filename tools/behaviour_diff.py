@@ -106,7 +106,7 @@ def logged(tree: Path, only: set[str]) -> dict:
 def main() -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])  # None under python -OO
     ap.add_argument("before")
     ap.add_argument("after", nargs="?", default="HEAD")
     ap.add_argument("--stages", nargs="+", choices=[name for name, _, _ in STAGES],

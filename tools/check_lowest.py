@@ -92,7 +92,7 @@ def say(message: str, log) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])  # None under python -OO
     parser.add_argument("--venv", type=Path, default=ROOT / ".venv-lowest", help="the venv to build or reuse")
     parser.add_argument("--wheels", type=Path, default=Path("/opt/wheels"), help="where a local CPU torch wheel is")
     parser.add_argument("--log", type=Path, default=ROOT / "outputs" / "check_lowest.log")

@@ -28,6 +28,7 @@ from linformer.modeling.attention import LinformerSelfAttention
 from linformer.modeling.configuration import LinformerConfig
 from linformer.modeling.flops import forward_flops_per_token
 from linformer.modeling.model import LinformerModel
+from linformer.script_help import description
 
 
 def config(n: int, attention: str) -> LinformerConfig:
@@ -55,7 +56,7 @@ class AttentionClock:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=description(__doc__, __file__))
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--chunks", type=int, nargs="+", default=[18], help="log2 of CHUNK_ELEMENTS")

@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from linformer.bench.common import competing_processes
 from linformer.modeling.model import LinformerModel
+from linformer.script_help import description
 
 
 def self_times(model: torch.nn.Module, ids: torch.Tensor, forwards: int) -> dict[str, tuple[float, float]]:
@@ -34,7 +35,7 @@ def self_times(model: torch.nn.Module, ids: torch.Tensor, forwards: int) -> dict
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=description(__doc__, __file__))
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--forwards", type=int, default=2)

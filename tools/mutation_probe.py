@@ -77,7 +77,7 @@ def probe(name: str, file: str, old: str, new: str, tests: list[str]) -> tuple[s
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])  # None under python -OO
     ap.add_argument("names", nargs="*")
     ap.add_argument("--out", type=Path, help="also write the table as markdown")
     args = ap.parse_args()

@@ -25,6 +25,7 @@ from scipy.stats import binomtest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from linformer.report.paired import seed_matched, tasks_average
+from linformer.script_help import description
 
 SETTINGS = [  # (name, examples per task, seed pairs, tau, logit shift of the row)
     ("no difference, no seed spread", (872,), 3, 0.0, 0.0),
@@ -81,7 +82,7 @@ def simulate(name: str, sizes: tuple[int, ...], seeds: int, tau: float, shift: f
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=description(__doc__, __file__, paragraph=True))
     ap.add_argument("--sims", type=int, default=2000, help="draws per setting")
     ap.add_argument("--out", type=Path, help="also write the table as markdown")
     args = ap.parse_args()

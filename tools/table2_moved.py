@@ -53,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from linformer.cli import ArgumentParser, cli_errors
     from linformer.files.mappings import read_json
+    from linformer.script_help import description
 
-    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=description(__doc__, __file__, paragraph=True))
     ap.add_argument("old", type=Path, help="the report before the change (a table2 --layout pretrained .json)")
     ap.add_argument("new", type=Path, help="the report after it")
     args = ap.parse_args(argv)

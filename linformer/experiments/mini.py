@@ -25,6 +25,7 @@ from ..files.atomic import write_json
 from ..files.locations import repo_root
 from ..files.mappings import read_yaml
 from ..jobs import Job
+from ..script_help import module_doc
 from ..shell import hydra_override
 from . import CHECKOUT, Places, corpus_job, done_file, frontend, job_script, tokenizer_job
 
@@ -111,5 +112,5 @@ def reproduce(jobs: int, dry_run: bool, report_only: bool = False, places: Place
               f"{places.results('pretrain_curves.png')}")
 
     return frontend.reproduce(
-        plan(places=places), title=__doc__, minutes=None, timing=f"logs in {logs}", jobs=jobs, dry_run=dry_run,
+        plan(places=places), title=module_doc(__doc__, __file__), minutes=None, timing=f"logs in {logs}", jobs=jobs, dry_run=dry_run,
         report_only=report_only, report=report_argv(places), log_dir=REPO / logs, after=after)

@@ -38,6 +38,7 @@ from ..files.runs import CONFIG, MODEL_DIR, PREDICTIONS, RESULTS
 from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.values import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO_EXACT_KEYS
 from ..rundir import chosen_on_reported, copy_record
+from ..script_help import description
 from ..shell import hydra_override
 from . import CHECKOUT, Places, corpus_job, done_file, frontend, job_script, out_dir
 
@@ -356,7 +357,7 @@ def reproduce(profile: Profile, jobs: int, dry_run: bool, report_only: bool, pla
     """`make reproduce-pretrained`: the plan of `profile` (its rows `only`, where given), then its table."""
     row_sets = row_runs(profile, places)
     return frontend.reproduce(
-        plan(profile, places=places, only=only), title=__doc__.split("\n\n")[0],
+        plan(profile, places=places, only=only), title=description(__doc__, __file__, paragraph=True),
         minutes=lambda s: estimated_minutes(profile, s), timing=profile.timing, jobs=jobs, dry_run=dry_run,
         report_only=report_only, report=report_argv(profile, places),
         log_dir=REPO / places.outputs(f"reproduce_pretrained_{profile.name}_logs"),

@@ -50,6 +50,7 @@ from ..files.runs import CONFIG, METRICS, MODEL_DIR, RESULTS, RUN, SUMMARY
 from ..jobs import Job, in_order_of_use, wanted
 from ..modeling.values import projects_keys
 from ..rundir import chosen_on_reported, copy_record
+from ..script_help import description
 from ..shell import hydra_override
 from . import Places, corpus_job, done_file, frontend, job_script, tokenizer_job
 from .pretrained import keep_records
@@ -395,7 +396,7 @@ def reproduce(p: Profile, jobs: int, dry_run: bool, report_only: bool, under: Pa
     chosen, _ = slice_rows(p, Places.of(under, p.records), max_rows, only=only)
     return frontend.reproduce(
         plan(p, under=under, max_rows=max_rows, only=only),
-        title="\n".join(filter(None, [__doc__.split("\n\n")[0], slice_line(p, under, max_rows, only)])),
+        title="\n".join(filter(None, [description(__doc__, __file__, paragraph=True), slice_line(p, under, max_rows, only)])),
         minutes=lambda s: estimated_minutes(p, s), timing=p.timing, jobs=jobs, dry_run=dry_run,
         report_only=report_only, report=report_argv(p, under),
         log_dir=REPO / Places.of(under).outputs(f"reproduce_scratch_{p.name}_logs"), rows=row_runs(p, chosen),

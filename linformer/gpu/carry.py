@@ -49,6 +49,7 @@ from ..files.hashing import sha256_file
 from ..files.locations import repo_root
 from ..files.mappings import read_json
 from ..files.outputs import FILE_RECORDS, made_by
+from ..script_help import description
 from ..shell import script_command
 
 REPO = repo_root()
@@ -425,7 +426,7 @@ def upload_size(repo: Path, carried: list[Path]) -> tuple[int, int, Counter]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=description(__doc__, __file__, paragraph=True))
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="here: write a target's carry folder")
     p.add_argument("target", choices=sorted({*TARGETS, *PREPARED}))

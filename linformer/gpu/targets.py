@@ -97,6 +97,7 @@ from ..files.outputs import check_output_files, made_by
 from ..files.runs import CONFIG, METRICS, RUN, SUMMARY
 from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
 from ..rundir import code_revision, copy_record
+from ..script_help import description
 from ..signals import interrupt_status
 from . import carry, node
 
@@ -451,7 +452,7 @@ def _command_output(command: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(description=__doc__.split("\n")[0])
+    parser = ArgumentParser(description=description(__doc__, __file__))
     parser.add_argument("targets", nargs="+", choices=sorted(TARGETS), help="targets to run, in order")
     parser.add_argument("--out", type=folder_path, help=f"the folder that comes back from the machine: it gets one file, "
                                                  f"{ARCHIVE}, every target's files as one archive, rewritten after "
