@@ -964,3 +964,26 @@ def test_a_script_is_told_from_python_code_however_it_was_started(tmp_path, monk
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "argv", [argv0])
     assert started_script() == (None if how in ("repl", "pytest") else script)
+
+
+def test_a_rewritten_file_keeps_its_permissions_and_a_new_one_gets_the_umask_s(tmp_path):
+    """atomic_stream swapped in a temporary with the umask's mode: a run.json the user chmod'ed 600 became 664 at
+    the run's next write, readable by the group and everyone again."""
+    from linformer.files.atomic import atomic_write, write_json
+
+    mask = os.umask(0o002)
+    try:
+        record = tmp_path / "run.json"
+        write_json(record, {"status": "running"})
+        assert record.stat().st_mode & 0o777 == 0o664
+        record.chmod(0o600)
+        write_json(record, {"status": "finished"})
+        assert record.stat().st_mode & 0o777 == 0o600 and read_json(record) == {"status": "finished"}
+        log = tmp_path / "notes.md"
+        log.write_text("x", encoding="utf-8")
+        log.chmod(0o640)
+        (tmp_path / "link.md").symlink_to(log)
+        atomic_write(tmp_path / "link.md", "y")  # written through the link: the target's mode
+        assert log.stat().st_mode & 0o777 == 0o640 and log.read_text(encoding="utf-8") == "y"
+    finally:
+        os.umask(mask)

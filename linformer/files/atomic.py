@@ -51,7 +51,8 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
 def atomic_stream(path: str | Path) -> Iterator[io.BufferedWriter]:
     """``atomic_write`` of what the block writes to the binary file it is given, as it goes: an output too large to
     hold in memory (a prediction per line of a large file) is whole at `path` once the block ends, and where the block
-    raises, `path` is as it was."""
+    raises, `path` is as it was. A file already at `path` keeps its permissions (a run record the user made private
+    stays so); a new one gets the umask's."""
     shown, path = Path(path), written_at(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
@@ -60,6 +61,8 @@ def atomic_stream(path: str | Path) -> Iterator[io.BufferedWriter]:
         with _named(shown, tmp), disk_full_names(shown):
             with open(tmp, "wb") as f:
                 yield f
+                with contextlib.suppress(FileNotFoundError):
+                    os.fchmod(f.fileno(), stat.S_IMODE(os.stat(path).st_mode))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
