@@ -63,7 +63,7 @@ def cli_errors(resumes: bool = False, work: bool = True):
     except KeyboardInterrupt as stop:  # start-up, a report's work, a second Ctrl-C
         _last_line(stopped_line(stop, resumes), exit_status(stop), notes=_notes(stop))
     except Exception as err:
-        if isinstance(err, BrokenPipeError) and closed_pipe(sys.stdout):
+        if output_closed(err):
             _output_closed()
         message = _user_message(err)
         if message is None:  # its traceback follows; the others learn its first line (run.json records it)
@@ -188,13 +188,25 @@ def closed_pipe(stream) -> bool:
     return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
+OUTPUT_CLOSED = "its output was closed (the program reading it, | head or a tee, ended)"
+
+
+def output_closed(err: BaseException) -> bool:
+    """Whether `err` is the write to a standard output or error whose reader went away (``closed_pipe``): the end of
+    the command asked for (``_output_closed``), as SIGPIPE would end it, not a failure of its work."""
+    return isinstance(err, BrokenPipeError) and (closed_pipe(sys.stdout) or closed_pipe(sys.stderr))
+
+
 def _output_closed() -> NoReturn:
     """The end of a command whose standard output's reader went away (``| head``): quietly, with the status the
     shell gives a process SIGPIPE ends, 128 + 13 (``yes | head -1``'s), as a pipeline's reader expects: the lines it
-    wanted were written. Standard output then writes to /dev/null: the interpreter's last flush would raise again."""
+    wanted were written. Standard output (and standard error where its reader went too: ``2>&1 | head``) then writes
+    to /dev/null: the interpreter's last flush would raise again."""
+    closed = [s for s in (sys.stderr,) if closed_pipe(s)]
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        for stream in (sys.stdout, *closed):
+            os.dup2(devnull, stream.fileno())
         os.close(devnull)
     raise Ended(stopped_status(signal.SIGPIPE), "stopped: standard output was closed")
 

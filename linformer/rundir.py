@@ -568,14 +568,14 @@ class RunRecord:
         `running` (a rerun with the same settings continues it from its last checkpoint)."""
         self._end("failed", "error", first_line(err, named=True))
 
-    def stop(self, err: BaseException) -> None:
+    def stop(self, err: BaseException, reason: str | None = None) -> None:
         """Record status `stopped`: a signal (SIGTERM, Ctrl-C) ended the run before its last step; the stop's first
         line says which and where ("SIGINT (Ctrl-C) at step 17: checkpoint saved in ..."; a rerun continues it from
         its last checkpoint; a second Ctrl-C in the steps: ``train.stopping.AGAIN``). A Ctrl-C outside the steps (at
         start-up, in an evaluation or a save) is a KeyboardInterrupt of no words of its own, and a SIGTERM taken as one
         (``signals.Interrupted``) names its signal only: recorded as the command's ``stopped:`` line says them
-        ("interrupted by SIGINT (Ctrl-C)")."""
-        line = "" if isinstance(err, Interrupted) or not str(err).strip() else first_line(err)
+        ("interrupted by SIGINT (Ctrl-C)"). `reason`: what stopped it where `err` is no signal's (its output closed)."""
+        line = reason or ("" if isinstance(err, Interrupted) or not str(err).strip() else first_line(err))
         self._end("stopped", "reason", line or f"interrupted by {signal_words(getattr(err, 'signum', SIGINT))}")
 
     def _end(self, status: str, why: str, line: str) -> None:

@@ -758,3 +758,31 @@ def test_a_path_under_the_checkout_and_the_data_mirror_is_recorded_from_the_deep
     assert local_path(record_path(carried / "glue" / "sst2")) == str((carried / "glue" / "sst2").resolve())
     monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path))
     assert record_path(root / "outputs" / "pretrain" / "demo") == "outputs/pretrain/demo"
+
+
+def test_a_run_whose_output_was_closed_is_recorded_stopped_not_failed(tmp_path, monkeypatch):
+    """`pretrain.py ... 2>&1 | head -1`: the closed pipe ends the command as SIGPIPE would (cli._output_closed), by
+    design, and run.json said `failed: BrokenPipeError`, where a Ctrl-C's stop says `stopped` and resumable."""
+    import os
+    import sys
+
+    from linformer.train.core import _record_end
+
+    read, write = os.pipe()
+    os.close(read)  # `head` took its line and exited
+    with os.fdopen(write, "w", encoding="utf-8") as pipe:
+        monkeypatch.setattr(sys, "stderr", pipe)
+        record = RunRecord(tmp_path / "run", "pretrain")
+        assert record.claim(CONFIG) == "new"
+        record.start(CONFIG, step=0)
+        _record_end(record, BrokenPipeError(32, "Broken pipe"))
+        info = record.info()
+        assert info["status"] == "stopped" and "output was closed" in info["reason"] and "error" not in info
+        record.release()
+        monkeypatch.undo()
+    other = RunRecord(tmp_path / "other", "pretrain")  # a broken pipe of the work's own (a socket) still fails it
+    assert other.claim(CONFIG) == "new"
+    other.start(CONFIG, step=0)
+    _record_end(other, BrokenPipeError(32, "Broken pipe"))
+    assert other.info()["status"] == "failed"
+    other.release()

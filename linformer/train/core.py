@@ -32,7 +32,7 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 
 from .. import errors
-from ..cli import exit_status, launched_together, peer_cause, process_count, process_rank
+from ..cli import OUTPUT_CLOSED, exit_status, launched_together, output_closed, peer_cause, process_count, process_rank
 from ..data.io import recorded_paths
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, first_line
 from ..files.locations import resolve_path
@@ -99,12 +99,15 @@ def _record_end(record: RunRecord, err: BaseException) -> None:
     """Record how `err` ended this attempt: stopped by a signal (checkpointed, or a second Ctrl-C), or failed. An
     attempt that ended before it recorded its start (a refused resume) leaves the record as the earlier attempt
     left it: its own end (stopped, failed), or `running` where it recorded none (killed, or a version that did not
-    record a stop), which the next start counts as killed. A record that cannot be written (a run directory made
+    record a stop), which the next start counts as killed. A closed output (``cli.output_closed``: `2>&1 | head`)
+    ends the command as SIGPIPE would, by design: a stop, as a Ctrl-C's, not a failure. A record that cannot be written (a run directory made
     read-only, a full disk) is a warning line: `err` is the error the user is told, not this one raised over it."""
     try:
         if record.started and record.info().get("status") == "running":
             if isinstance(err, (Preempted, KeyboardInterrupt)):
                 record.stop(err)
+            elif output_closed(err):
+                record.stop(err, OUTPUT_CLOSED)
             elif isinstance(err, Exception):
                 record.fail(err)
     except Exception as failed:
