@@ -17,7 +17,7 @@ from .errors import ConfigError, did_you_mean, first_line
 from .files.mappings import flatten
 from .files.names import NAME_MAX_BYTES
 from .runname import register_resolvers
-from .shell import hydra_value, script_command
+from .shell import hydra_value, script_command, shell_command
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
@@ -466,11 +466,41 @@ def _own_global_hydra():
             Singleton._instances[GlobalHydra] = callers
 
 
+def _unquoted_override(overrides) -> str | None:
+    """Where Hydra's grammar refused an override (a bare LexerNoViableAltException) whose value it reads only quoted
+    (a non-ASCII letter, a space, a comma: ``paths.output_dir=/tmp/dir-ü``), the refusal saying so, with the override
+    quoted as it reads it (``hydra_value``) and as a shell passes it on; None for another malformed override."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not value or value[0] in "'\"[{" or hydra_value(value) == value:
+            continue
+        quoted = f"{key}={hydra_value(value)}"
+        try:
+            parser.parse_overrides([override])
+            continue
+        except HydraException:
+            pass
+        try:
+            parser.parse_overrides([quoted])
+        except HydraException:
+            continue
+        return (f"{override}: Hydra's override grammar reads this value only in quotes (it holds a non-ASCII letter, "
+                f"a space or another character outside a plain value); write it as {shell_command(quoted)}")
+    return None
+
+
 def _one_line(err: Exception, config_name: str, overrides) -> str:
     """Hydra's composition error as one line with a did-you-mean: a misspelt key names the closest known key, an
     unknown group option the closest option (its list of options kept); never Hydra's hint to add the key with
     '+' (refuse_added_keys refuses it) nor its search path."""
     text = str(err)
+    unquoted = _unquoted_override(overrides) if type(err).__name__ == "OverrideParseException" else None
+    if unquoted:
+        return unquoted
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     key = re.search(r"Could not override '([^']+)'", text)
     if key:

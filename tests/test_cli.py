@@ -1701,3 +1701,17 @@ def test_an_argument_the_locale_could_not_decode_is_one_line_before_any_work(tmp
     assert end.value.code == 2 and not out.exists()
     err = capsys.readouterr().err
     assert err.startswith(f"error: paths.output_dir={tmp_path}/dir-\\xc3\\xbc\\xff: this locale") and "PYTHONUTF8=1" in err
+
+
+@pytest.mark.parametrize("value", ["/tmp/dir-\u00fc/outputs", "/tmp/my \u30c7\u30fc\u30bf/out"])
+def test_a_value_hydra_reads_only_quoted_is_refused_saying_how_to_quote_it(value):
+    """paths.output_dir=/tmp/dir-ü/outputs was refused with a bare "LexerNoViableAltException" line: a user whose home
+    folder has an accent saw no word of the quotes it takes."""
+    from linformer.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        compose("pretrain", ["run_name=x", f"paths.output_dir={value}"])
+    quoted = f"paths.output_dir='{value}'"
+    assert str(err.value).startswith(f"paths.output_dir={value}: Hydra's override grammar reads this value only in "
+                                     f'quotes') and f'write it as "{quoted}"' in str(err.value)
+    assert compose("pretrain", ["run_name=x", quoted]).paths.output_dir == value  # the advice works
