@@ -1,5 +1,7 @@
 """Linformer: pretrain and finetune RoBERTa-shaped encoders with linear-complexity self-attention."""
 
+import typing as _typing
+
 from . import cli as _cli
 from .lazy import lazy_names as _lazy_names
 from .version import __version__
@@ -34,4 +36,16 @@ __all__ = [
     "count_projection_matrices",
 ]
 
-__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
+# A type checker reads the names from their modules (the real classes and functions, and a misspelt name is an
+# error); at run time they stay lazy. tests/test_imports.py checks that this block, _LAZY and __all__ agree.
+if _typing.TYPE_CHECKING:
+    from .modeling import (
+        LinformerConfig,
+        LinformerForMaskedLM,
+        LinformerForSequenceClassification,
+        LinformerModel,
+        convert_encoder,
+        count_projection_matrices,
+    )
+else:
+    __getattr__, __dir__ = _lazy_names(__name__, _LAZY)

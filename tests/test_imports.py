@@ -286,3 +286,35 @@ def test_the_home_check_sees_a_name_read_from_a_module_that_imported_it(tmp_path
     (tmp_path / "user.py").write_text("from linformer.data.io import resolve_path, load_auto\n")
     assert homes_elsewhere(tmp_path, {"resolve_path": "linformer.files.locations", "load_auto": "x"}) == [
         f"{tmp_path.name}/user.py:1 resolve_path from linformer.data.io"]
+
+
+def lazy_listings(init: Path) -> dict[str, dict[str, str]]:
+    """The names a package's __init__ gives lazily, as each listing has them: {"_LAZY": {name: module}, "__all__":
+    {name: ""}, "TYPE_CHECKING": {name: module}} (the imports a type checker reads in its `if TYPE_CHECKING:`)."""
+    listings: dict[str, dict[str, str]] = {"_LAZY": {}, "__all__": {}, "TYPE_CHECKING": {}}
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in ("_LAZY", "__all__"):
+            value = ast.literal_eval(node.value)
+            listings[node.targets[0].id] = value if isinstance(value, dict) else dict.fromkeys(value, "")
+        elif isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom):
+                    module = "." * imp.level + (imp.module or "")
+                    listings["TYPE_CHECKING"] |= {a.asname or a.name: module for a in imp.names}
+    return listings
+
+
+def test_each_lazily_given_name_is_seen_by_a_type_checker_from_its_module():
+    """The names `from linformer import LinformerModel` gives lazily (linformer/lazy.py) reached mypy and pyright as
+    `object` (lazy_names' __getattr__ returns object), and a misspelt one passed both: the package ships py.typed.
+    Each package that gives names lazily imports the same names, from the same modules, under TYPE_CHECKING; its
+    __all__ lists them (the top package's __version__ beside them)."""
+    inits = sorted(f for f in PACKAGE.rglob("__init__.py") if "lazy_names(" in f.read_text())
+    assert {str(f.relative_to(PACKAGE.parent)) for f in inits} >= {
+        "linformer/__init__.py", "linformer/data/__init__.py", "linformer/report/__init__.py",
+        "linformer/bench/__init__.py"}
+    for init in inits:
+        listings = lazy_listings(init)
+        assert listings["_LAZY"], init
+        assert listings["TYPE_CHECKING"] == listings["_LAZY"], init
+        assert set(listings["__all__"]) - {"__version__"} == set(listings["_LAZY"]), init

@@ -6,6 +6,8 @@ scripts in scripts/ only parse the command line. Each name is imported from its 
 (``linformer.lazy``): a script's parser reads a light module of the package (``report.measured``) without the rest.
 """
 
+from typing import TYPE_CHECKING
+
 from ..lazy import lazy_names
 
 _LAZY = {
@@ -28,4 +30,11 @@ __all__ = [
     "summarize_run",
 ]
 
-__getattr__, __dir__ = lazy_names(__name__, _LAZY)
+# A type checker reads the names from their modules (the real classes and functions, and a misspelt name is an
+# error); at run time they stay lazy. tests/test_imports.py checks that this block, _LAZY and __all__ agree.
+if TYPE_CHECKING:
+    from .compare import compare_runs, summarize_run
+    from .dashboard import mirror_all, mirror_run, serve
+    from .spectrum import analyze_spectrum, cumulative_singular_values
+else:
+    __getattr__, __dir__ = lazy_names(__name__, _LAZY)
