@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..configs import refuse_missing_values
 from ..data.io import local_path
@@ -60,6 +60,12 @@ def _optional(cfg: Mapping, key: str) -> str | None:
     return None if value in (None, "") else str(value)
 
 
+# The class a spec is read as (``PretrainSpec.read`` is a PretrainSpec): typing.Self needs Python 3.11, and
+# typing_extensions is not among the package's dependencies.
+_Spec = TypeVar("_Spec", bound="RunSpec")
+_TaskSpec = TypeVar("_TaskSpec", bound="TaskRunSpec")
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What every stage's run has: its seed, names, and the trainer, optimizer and logger groups."""
@@ -75,14 +81,14 @@ class RunSpec:
     logger: LoggerSettings = field(metadata=config_key("logger", operational=True))
 
     @classmethod
-    def read(cls, cfg) -> RunSpec:
+    def read(cls: type[_Spec], cfg) -> _Spec:
         """The spec of `cfg` (a composed config or a mapping of the same shape), every group checked."""
         plain = plain_config(cfg, cls.stage)
         _check_projection(plain)
         return cls(config=plain, **cls._common(plain), **cls._own(plain))
 
     @classmethod
-    def of(cls, spec_or_cfg) -> RunSpec:
+    def of(cls: type[_Spec], spec_or_cfg) -> _Spec:
         """A spec passed through; a composed config (the Python API's convenience) read into one."""
         return spec_or_cfg if isinstance(spec_or_cfg, cls) else cls.read(spec_or_cfg)
 
@@ -172,7 +178,7 @@ class TaskRunSpec(RunSpec):
     task: TaskData = field(metadata=config_key("task"))  # its fields mark their own keys
 
     @classmethod
-    def read(cls, cfg) -> TaskRunSpec:
+    def read(cls: type[_TaskSpec], cfg) -> _TaskSpec:
         """As ``RunSpec.read``, the config recording the task's spec where it was registered from Python
         (``with_task_spec``): a task config's spec block and ``register_task`` leave the same record."""
         spec = super().read(with_task_spec(plain_config(cfg, cls.stage)))
