@@ -261,6 +261,15 @@ class LinformerConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         _warn_near_misses(kwargs)
+        self.fill_defaults()
+        super().__post_init__(**kwargs)
+        # Checked here too, so that a bad value raises ConfigError itself: @strict's own call of the validators
+        # wraps their errors in StrictDataclassClassValidationError.
+        self.validate_architecture()
+
+    def fill_defaults(self) -> None:
+        """The fields whose None means "the default" (documented above) set to the value derived from the others:
+        when the config is built, and again where it is checked (a field set to None afterwards)."""
         if self.position_offset is None:  # config.json files written before the field existed are RoBERTa's
             self.position_offset = position_offset_of(self)
         if self.max_position_embeddings is None and fits_type(self.max_seq_len, int) and self.max_seq_len >= 1:
@@ -268,10 +277,6 @@ class LinformerConfig(PreTrainedConfig):
             self.max_position_embeddings = self.max_seq_len + self.position_offset
         if self.classifier_pooling is None:
             self.classifier_pooling = "pooler" if self.classifier_head == "bert" else "cls"
-        super().__post_init__(**kwargs)
-        # Checked here too, so that a bad value raises ConfigError itself: @strict's own call of the validators
-        # wraps their errors in StrictDataclassClassValidationError.
-        self.validate_architecture()
 
     # ---- derived values -------------------------------------------------------------------------
     @property
@@ -290,7 +295,7 @@ class LinformerConfig(PreTrainedConfig):
     @property
     def pads_positions(self) -> bool:
         """RoBERTa's layout: positions start after pad_token_id, and padded tokens take position pad_token_id."""
-        return self.pad_token_id is not None and self.position_offset > self.pad_token_id
+        return self.pad_token_id is not None and position_offset_of(self) > self.pad_token_id
 
     def k_of_layer(self, layer_idx: int) -> int:
         """k for one layer (projected_dim may be a per-layer list)."""
@@ -299,7 +304,9 @@ class LinformerConfig(PreTrainedConfig):
 
     # ---- validation (called by @strict on construction and on from_pretrained) -----------------
     def validate_architecture(self):
-        """Reject settings that would build a wrong model, naming the key at fault."""
+        """Reject settings that would build a wrong model, naming the key at fault (a default set to None since the
+        config was built derived again first)."""
+        self.fill_defaults()
         _check_types(self)
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(

@@ -80,6 +80,22 @@ def test_a_field_set_after_the_config_is_built_is_checked_before_a_model_is_buil
     assert not (tmp_path / "bad").exists()  # nothing written: no code files without a config
 
 
+def test_a_default_set_to_none_after_the_config_is_built_is_derived_again():
+    """None is "the default" for position_offset, max_position_embeddings and classifier_pooling; set so afterwards
+    (by hand, or as from_pretrained's override), building the model raised a bare TypeError comparing None with an
+    int. The default is derived again, as when the config is built."""
+    built = tiny_config(classifier_head="bert")
+    for key in ("position_offset", "max_position_embeddings", "classifier_pooling"):
+        config = tiny_config(classifier_head="bert")
+        setattr(config, key, None)
+        LinformerModel(config)
+        assert getattr(config, key) == getattr(built, key) is not None
+    config = LinformerConfig.from_dict(built.to_dict(), position_offset=None, max_position_embeddings=None)
+    assert (config.position_offset, config.max_position_embeddings) == (2, built.max_seq_len + 2)
+    config.position_offset = None
+    assert config.pads_positions  # read before any check: RoBERTa's offset, pad_token_id + 1
+
+
 def test_another_model_types_checkpoint_is_refused_naming_the_conversion(tmp_path):
     bert = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
     BertModel(bert).save_pretrained(tmp_path)
