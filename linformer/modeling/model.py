@@ -10,6 +10,7 @@ import importlib
 import os
 import shutil
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -162,6 +163,12 @@ class LinformerEncoder(nn.Module):
         return hidden, all_hidden, all_probs
 
 
+# The class a model is loaded as (LinformerForMaskedLM.from_pretrained gives a LinformerForMaskedLM), as
+# transformers types its own from_pretrained: typing.Self needs Python 3.11, and typing_extensions is not a
+# dependency.
+_Model = TypeVar("_Model", bound="LinformerPreTrainedModel")
+
+
 class LinformerPreTrainedModel(PreTrainedModel):
     config_class = LinformerConfig
     config: LinformerConfig
@@ -235,12 +242,12 @@ class LinformerPreTrainedModel(PreTrainedModel):
         return True
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+    def from_pretrained(cls: type[_Model], pretrained_model_name_or_path, *args, **kwargs) -> _Model:
         check_local_path(pretrained_model_name_or_path)  # a missing folder named as one, not as a bad hub name
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     @classmethod
-    def from_pretrained_encoder(cls, name_or_path, *, extend_positions: bool = True, **settings):
+    def from_pretrained_encoder(cls: type[_Model], name_or_path, *, extend_positions: bool = True, **settings) -> _Model:
         """A BERT/RoBERTa-family encoder converted into this class (``convert.from_pretrained_encoder``)."""
         try:  # imported here (convert imports this module), and by name: transformers copies every module that a
             # "from .x import" line names into a saved model's code (auto.register), and convert, which reads source
