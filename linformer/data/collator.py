@@ -50,7 +50,6 @@ class MLMCollator(DataCollatorForLanguageModeling):
         self._allowed = torch.tensor([i for i in range(vocab) if i not in special], dtype=torch.long)
         self._special = torch.tensor(sorted(special), dtype=torch.long)
         self._mask_id = self.tokenizer.mask_token_id
-        self._pad_id = self.tokenizer.pad_token_id
 
     def _reseed_for_worker(self) -> None:
         """In a DataLoader worker, each worker gets its own stream (base seed + worker id), else every worker
