@@ -7,7 +7,10 @@ import ctypes
 import gc
 import os
 import platform
+import re
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -171,6 +174,39 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int | N
     return int(max(0, _proc_status_kb("VmHWM") - before) * 1024)
 
 
+# A line the profiler's C++ library (kineto) writes to fd 2 on each start and stop, whatever its log level
+# (KINETO_LOG_LEVEL and TORCH_CPP_LOG_LEVEL leave it): "USDT:<date> <time> <pid>:<tid> <file>.cpp:<line>] ..."
+_KINETO_LINE = re.compile(rb"(?:USDT|STAGE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \w+\.cpp:\d+\] ")
+
+
+@contextlib.contextmanager
+def _kineto_lines_dropped():
+    """Inside the block, file descriptor 2 writes to a temporary file; at its end (an exception included) fd 2 is
+    restored and every line written meanwhile is written to it again, except kineto's (_KINETO_LINE): two lines per
+    profiled call would bury a benchmark's own output. Other lines written inside the block come out at its end."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2: nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = b"".join(line for line in held if not _KINETO_LINE.match(line))
+            with contextlib.suppress(OSError):  # a stderr whose reader has gone loses these lines as it would have
+                while kept:
+                    kept = kept[os.write(2, kept):]
+
+
 def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
     """Peak bytes of live tensors that one call of ``fn`` adds on top of those alive before it.
 
@@ -183,7 +219,7 @@ def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:
         return peak_memory_bytes(fn, device)
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _kineto_lines_dropped(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     live = peak = 0
     for event in sorted(prof.events(), key=lambda e: e.time_range.start):

@@ -182,6 +182,35 @@ def test_peak_tensor_memory_sees_live_tensors_and_temporaries_and_is_the_same_ev
     assert len(set(peaks)) == 1 and 12 * mib <= peaks[0] < 12.1 * mib
 
 
+def test_peak_tensor_memory_drops_the_profilers_own_lines_on_stderr_and_keeps_the_calls(capfd):
+    """Kineto writes "USDT:... profiler_start" and "profiler_stop" to fd 2 on every profiled call (two lines per model
+    per n in a CPU benchmark): those go; what the call itself writes to fd 2 stays, also when it raises, and fd 2 is
+    written to again after it."""
+    import os
+
+    from linformer.bench.common import peak_tensor_bytes
+
+    kineto = b"USDT:2026-12-01 01:22:52 18243:18243 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+
+    def work():
+        os.write(2, b"the call's own line\n" + kineto + b"STAGE:2026-12-01 01:22:52 1:1 "
+                 b"ActivityProfilerController.cpp:312] Completed Stage: Warm Up\n")
+        return torch.ones(8) * 2
+
+    peak_tensor_bytes(work, torch.device("cpu"))
+
+    def fails():
+        os.write(2, b"written before it failed\n" + kineto)
+        raise ValueError("the call failed")
+
+    with pytest.raises(ValueError, match="the call failed"):
+        peak_tensor_bytes(fails, torch.device("cpu"))
+    os.write(2, b"after\n")
+    err = capfd.readouterr().err
+    assert "USDT:" not in err and "STAGE:" not in err
+    assert err.splitlines() == ["the call's own line", "written before it failed", "after"]
+
+
 def test_max_batch_binary_search():
     calls = []
 
