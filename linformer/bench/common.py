@@ -34,18 +34,28 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
+def round_order(names: list[str], r: int) -> list[str]:
+    """The order round `r` of interleaved_rounds runs `names` in: it starts with the r-th name (cyclically), and goes
+    forward through the list in even rounds, backward in odd ones. So no name always runs first, and each name
+    follows each of its two neighbours in turn rather than always the same one (a cache or allocator state a model
+    leaves would otherwise favour or penalise the same model every round)."""
+    step = 1 if r % 2 == 0 else -1
+    return [names[(r + step * i) % len(names)] for i in range(len(names))]
+
+
 def interleaved_rounds(fns: dict[str, Callable[[], object]], reps: int, device: torch.device,
                        on_call: Callable[[], object] | None = None,
                        threads_used: dict[str, list[int]] | None = None) -> dict[str, list[float]]:
     """Seconds of each call in each of ``reps`` rounds ({name: [round 0, round 1, ...]}). Every round runs each
-    function once, in an order rotated by one each round, so no function always runs first and machine noise hits all
-    of them alike: the i-th times of two names were measured side by side, so their ratio is a per-round ratio. With
-    `threads_used`, each name gets the CPU threads its timed model calls ran with (threads.recorded; torch's setting
-    for a call of a model that does not fit its threads, such as Hugging Face's)."""
+    function once, in the order round_order gives (rotated by one each round, reversed every other round), so no
+    function always runs first or after the same one, and machine noise hits all of them alike: the i-th times of two
+    names were measured side by side, so their ratio is a per-round ratio. With `threads_used`, each name gets the CPU
+    threads its timed model calls ran with (threads.recorded; torch's setting for a call of a model that does not fit
+    its threads, such as Hugging Face's)."""
     names = list(fns)
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(reps):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in round_order(names, r):
             with threads.recorded() as calls:
                 times[name].append(timed(fns[name], device))
             if threads_used is not None:

@@ -11,12 +11,13 @@ Four models of the same size run on the same batch (random token ids, nothing pa
   fast as Hugging Face's.
 
 Time: one warm-up per model, then ``reps`` rounds; in each round every model runs once (the order rotates each
-round), so machine noise hits all models alike; the median is reported, with the lowest and highest round
-(``time_*_min_s``, ``time_*_max_s``) and, for each speed ratio, the lowest and highest of its per-round ratios
-(``<ratio>_min``, ``<ratio>_max``: both models of a round were timed side by side). Memory, the column the ratios
-use: on CPU the peak of live tensors a forward adds (``common.peak_tensor_bytes``: the profiler's record, the same
-figure every run), beside the process's resident-set peak (``rss_*_mib``, ``common.peak_memory_bytes``: one reading,
-which moves by tens of percent between runs on a busy machine); on CUDA ``torch.cuda.max_memory_allocated``.
+round and reverses every other round: ``common.round_order``), so machine noise hits all models alike; the median is
+reported, with the lowest and highest round (``time_*_min_s``, ``time_*_max_s``) and, for each speed ratio, the lowest
+and highest of its per-round ratios (``<ratio>_min``, ``<ratio>_max``: both models of a round were timed side by
+side). Memory, the column the ratios use: on CPU the peak of live tensors a forward adds (``common.peak_tensor_bytes``:
+the profiler's record, the same figure every run), beside the process's resident-set peak (``rss_*_mib``,
+``common.peak_memory_bytes``: one reading, which moves by tens of percent between runs on a busy machine); on CUDA
+``torch.cuda.max_memory_allocated``.
 With ``reference_dtype`` (e.g. fp32 beside a bf16 run) full attention and the Linformer also run in that dtype in
 the same rounds: what the dtype alone gains, and the Linformer in ``dtype`` against full attention as it runs today.
 With ``tokens_per_batch`` every n runs ``tokens_per_batch // n`` sequences (at least one), so a GPU is kept busy at

@@ -255,9 +255,9 @@ def _inference_header(meta: dict, command: str) -> list[str]:
         f"Machine: {machine_words(m)}.",
         model_line(s),
         (f"Timing: {s.warmup} warm-up, then {s.reps} interleaved rounds (every model once per round, order "
-        "rotated), median; in brackets the fastest and slowest round of each time, and the lowest and highest of each "
-        "speed ratio's per-round ratios (the two models of a round ran side by side). Ratios are measured side by side "
-        "in this one run."),
+        "rotated, reversed every other round), median; in brackets the fastest and slowest round of each time, and "
+        "the lowest and highest of each speed ratio's per-round ratios (the two models of a round ran side by side). "
+        "Ratios are measured side by side in this one run."),
         (("Memory: peak bytes of live tensors a forward adds over the live model and inputs (torch.profiler's "
           "record of every allocation and free, replayed: the same figure every run; scratch space a kernel "
           "allocates and frees inside itself is not seen); every memory ratio uses it. In brackets the process's "
@@ -468,8 +468,9 @@ def _throughput_setup(rows: list[dict], s, m: dict) -> list[str]:
          + (f", compiled rows only{compiled_where}" if compiled_where else "") + "."),
         (f"Timing: {max(1, s.warmup)} warm-up step(s), {max(1, s.warmup, s.compile_warmup)} for a compiled model (its "
          "first step compiles; the compile time shown is that step's time less the median step), excluded; then "
-         f"{s.steps} interleaved rounds per block (each round runs every model of the block once, order rotated; the "
-         "device synchronised around each step), median step time. Ratios are side by side inside one block."),
+         f"{s.steps} interleaved rounds per block (each round runs every model of the block once, order rotated, "
+         "reversed every other round; the device synchronised around each step), median step time. Ratios are side "
+         "by side inside one block."),
         ("MFU = training FLOPs per token x tokens/s / the device's dense peak at that precision ("
          + (", ".join(f"{p}: {v:.3g} TFLOP/s" for p, v in peaks.items()) or "peak unknown") + "). FLOPs per token "
          "from `linformer/modeling/flops.py` (`training_flops_per_token`: 3x the forward's matmuls): each model is "

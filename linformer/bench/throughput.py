@@ -7,8 +7,9 @@ logits only at the labelled positions, as in pretraining - and Hugging Face Robe
 (attn_implementation='sdpa'), which computes logits at every position.
 
 The grid is blocks of (n, precision, compile); every model of a block is timed in interleaved rounds (each round runs
-every model once, order rotated; median step time), so the ratios inside a block are side by side. Warm-up steps
-(compilation included: the first step of a compiled model compiles it) are excluded from timing.
+every model once, order rotated and reversed every other round; median step time), so the ratios inside a block are
+side by side. Warm-up steps (compilation included: the first step of a compiled model compiles it) are excluded from
+timing.
 
 Precisions: 'fp32'; 'bf16' = the forward under ``torch.autocast`` bf16, fp32 weights and optimizer; 'fp16' = autocast
 fp16 with a ``torch.amp.GradScaler`` (scale the loss, unscale before clipping, ``scaler.step``, ``scaler.update``), as

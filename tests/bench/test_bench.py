@@ -126,6 +126,21 @@ def test_interleaved_medians_rotates_the_order():
     assert [calls[i] for i in (0, 3, 6)] == ["a", "b", "c"]  # each round starts with the next model
 
 
+def test_interleaved_rounds_vary_which_model_runs_before_which():
+    """A fixed cyclic order puts each model always right after the same one (roberta_sdpa after eager's n x n pass),
+    so a cache or allocator state one leaves biases the next every round: alternate rounds run backward."""
+    from linformer.bench.common import interleaved_rounds
+
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in "abcd"}
+    times = interleaved_rounds(fns, reps=4, device=torch.device("cpu"))
+    assert {name: len(t) for name, t in times.items()} == dict.fromkeys("abcd", 4)
+    rounds = ["".join(calls[i:i + 4]) for i in range(0, 16, 4)]
+    assert rounds == ["abcd", "badc", "cdab", "dcba"]
+    before = {name: {r[r.index(name) - 1] for r in rounds if r.index(name) > 0} for name in "abcd"}
+    assert before == {"a": {"b", "d"}, "b": {"a", "c"}, "c": {"b", "d"}, "d": {"a", "c"}}
+
+
 def test_each_cell_records_the_spread_of_its_rounds_and_its_report_shows_it(monkeypatch, tmp_path):
     """A median of three rounds alone cannot say whether a difference is real: each row keeps every model's fastest
     and slowest round and each speed ratio's lowest and highest per-round ratio, in its CSV and its report."""
