@@ -7,6 +7,7 @@ import importlib.metadata
 import logging
 import os
 import random
+import re
 import sys
 import traceback
 from collections.abc import Iterator, Mapping
@@ -31,6 +32,7 @@ from ..modeling.convert import is_projection_weight
 from ..modeling.values import projects_keys
 from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings, check_warmup
 from ..rundir import HYDRA_SWEEP_RECORD
+from ..shell import shell_command
 
 log = logging.getLogger(__name__)
 
@@ -179,9 +181,24 @@ def init_trackers(accelerator: Accelerator, logger: LoggerSettings, run_dir: Pat
         raise failed from err
     if "wandb" in logger.trackers and "settings" in wandb_kwargs and accelerator.is_main_process:
         run = accelerator.get_tracker("wandb", unwrap=True)
-        where = (f"offline in {run.settings.sync_dir} (upload it with `wandb sync {run.settings.sync_dir}`)"
-                 if run.offline else run.url)
+        where = f"offline in {run.settings.sync_dir} ({_sync_words(Path(run.settings.sync_dir), run.id)})" \
+            if run.offline else run.url
         print(f"wandb: logging to {where}", file=sys.stderr, flush=True)
+
+
+def _sync_words(sync_dir: Path, run_id: str) -> str:
+    """How to upload an offline W&B run, this start's folder `sync_dir` (wandb's offline-run-<YYYYMMDD_HHMMSS>-<id>,
+    "-1" after it for a second start in one second). A resumed run has one such folder per start beside it, all with
+    the run's id: the command names them all, in the order they started (their names' order), as the `wandb sync` of
+    wandb before 0.30 uploads its paths one after another in the order given (0.31's sorts one run's files by their
+    start itself)."""
+    start = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(run_id)}(?:-\d+)?")
+    starts = sorted({d for d in sync_dir.parent.glob("offline-run-*") if start.fullmatch(d.name)} | {sync_dir},
+                    key=lambda d: d.name)
+    if len(starts) == 1:
+        return f"upload it with `{shell_command('wandb', 'sync', sync_dir)}`"
+    return (f"upload it, its {len(starts)} starts in the order they started, with "
+            f"`{shell_command('wandb', 'sync', *starts)}`")
 
 
 def store_tracker_config(accelerator: Accelerator, values: dict[str, Any]) -> None:

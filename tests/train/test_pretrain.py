@@ -451,6 +451,17 @@ def test_wandb_says_where_it_logs_in_one_line(tiny_data, tmp_path, monkeypatch, 
     (line,) = [x for x in (said.out + said.err).splitlines() if x.startswith("wandb")]
     (folder,) = (tmp_path / "wandb").glob("offline-run-*")
     assert line == f"wandb: logging to offline in {folder} (upload it with `wandb sync {folder}`)"
+    # continued (as a resume does): a second folder with the run's id, and its line names both, the first start first
+    # (older wandb uploads them in the order given); another run's folder beside them is not this run's
+    (tmp_path / "wandb" / "offline-run-20000101_000000-0123456789abcdef").mkdir()
+    pretrain(compose_pretrain(tiny_data, "logger=wandb", "trainer.max_steps=5",
+                              "trainer.allow_config_change=[trainer.max_steps]"), tmp_path)
+    said = capfd.readouterr()
+    (line,) = [x for x in (said.out + said.err).splitlines() if x.startswith("wandb")]
+    (second,) = set((tmp_path / "wandb").glob("offline-run-*")) - {folder, tmp_path / "wandb" /
+                                                                   "offline-run-20000101_000000-0123456789abcdef"}
+    assert line == (f"wandb: logging to offline in {second} (upload it, its 2 starts in the order they started, with "
+                    f"`wandb sync {folder} {second}`)")
     monkeypatch.setenv("WANDB_SILENT", "false")
     assert wandb_console() == {}
 
