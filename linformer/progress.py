@@ -2,7 +2,7 @@
 
 On a terminal, long work draws a bar (``progress_bar``); where stderr is a log file (``progress_to_log_file``: nohup,
 tee, a job runner, CI) it draws none, whose carriage returns and redraws run into one line, or leave blank ones, in a
-file, and the work prints plain lines instead (``progress_said``), with the third-party bars of the same work off
+file, and the work prints plain lines instead (``progress_said``; ``said_every`` where the loop is another library's), with the third-party bars of the same work off
 (``third_party_bars_off``). Only the main process of a launch shows either (``cli.quiet_other_ranks``).
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import threading
+from collections.abc import Callable, Iterator
 
 
 def progress_to_log_file() -> bool:
@@ -41,6 +43,26 @@ def progress_said(line: str) -> None:
     if logging.root.manager.disable >= logging.INFO:
         return
     print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def said_every(seconds: float, line: Callable[[], str]) -> Iterator[None]:
+    """In the block, ``progress_said(line())`` every `seconds`, from a thread of this process: the plain lines of work
+    whose loop is another library's (``datasets.map``, its worker processes too), which a log file gets in place of
+    its bar. `line` reads what the work has done so far; the thread ends with the block, however it ends."""
+    ended = threading.Event()
+
+    def say_each() -> None:
+        while not ended.wait(seconds):
+            progress_said(line())
+
+    thread = threading.Thread(target=say_each, name="progress lines", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        ended.set()
+        thread.join()
 
 
 @contextlib.contextmanager

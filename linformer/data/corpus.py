@@ -25,6 +25,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
 from ..files.storage import free_bytes, mib
 from ..files.temporaries import remove_stale_temps
 from ..logfile import say
-from ..progress import progress_said, progress_to_log_file, third_party_bars_off
+from ..progress import progress_said, progress_to_log_file, said_every, third_party_bars_off
 from ..shell import hydra_value, script_command
 from ..signals import signals_stop
 from .ids import TokenIds, read_token_ids
@@ -66,6 +67,9 @@ FORMAT_VERSION = 3  # in every cache key: raised whenever the same sources and s
 # of the text it encodes, so one 20 MB line would take 3 GB in each worker, and a map batch of pieces at most
 # batch_size x 8192 characters.
 PIECE_CHARS = 8192
+# Seconds between the lines a log file gets while the paragraphs are tokenized, where a terminal gets datasets' bar:
+# at a few hundred thousand tokens a second in one process, a large corpus tokenizes for hours.
+TOKENIZE_SAID_EVERY_S = 60.0
 
 # The bytes a build's temporary holds at its peak per byte of text: the text once (paragraphs.arrow) and its token
 # ids three times at 4 bytes each (tokenized, packed, saved). A 1,000-token byte-level BPE, the most tokens per byte of
@@ -218,20 +222,58 @@ def _read_sources(
 
 
 class _Tokenize:
-    """Picklable batched tokenizer for `datasets.map` (each worker loads the tokenizer once)."""
+    """Picklable batched tokenizer for `datasets.map` (each worker loads the tokenizer once). Where `counts` is a path,
+    each batch appends its rows and tokens to that file (``_TokenizeCounts``, whatever process it runs in)."""
 
-    def __init__(self, tokenizer_dir: str):
+    def __init__(self, tokenizer_dir: str, counts: str | None = None):
         self.tokenizer_dir = tokenizer_dir
+        self.counts = counts
         self._tok = None
 
     def __getstate__(self):
-        return {"tokenizer_dir": self.tokenizer_dir, "_tok": None}
+        return {"tokenizer_dir": self.tokenizer_dir, "counts": self.counts, "_tok": None}
 
     def __call__(self, batch: dict) -> dict:
         if self._tok is None:
             self._tok = raw_tokenizer(load_tokenizer(self.tokenizer_dir))
-        encs = self._tok.encode_batch_fast(batch["text"], add_special_tokens=False)
-        return {"ids": [e.ids for e in encs]}
+        ids = [e.ids for e in self._tok.encode_batch_fast(batch["text"], add_special_tokens=False)]
+        if self.counts is not None:
+            # one short append (O_APPEND: whole, never interleaved with another worker's) per batch of batch_size rows
+            fd = os.open(self.counts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, b"%d %d\n" % (len(ids), sum(map(len, ids))))
+            finally:
+                os.close(fd)
+        return {"ids": ids}
+
+
+class _TokenizeCounts:
+    """The progress of the tokenizing of `total` rows, from the "<rows> <tokens>" lines its batches append to `path`
+    (``_Tokenize``): the main process reads them, as datasets' bar counts what its workers send back."""
+
+    def __init__(self, path: Path, total: int):
+        self.path, self.total = path, total
+        self.rows = self.tokens = self._read = 0
+        self._start = time.perf_counter()
+
+    def line(self) -> str:
+        """What is done so far, e.g. ``corpus: tokenized 300,000 of 684,299 paragraphs (44%), 19,800,000 tokens
+        (290,000 tokens/s)``."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._read)
+                new = f.read()
+        except FileNotFoundError:  # no batch done yet
+            new = b""
+        new = new[:new.rfind(b"\n") + 1]  # a line still being written is read the next time
+        self._read += len(new)
+        for record in new.splitlines():
+            rows, tokens = record.split()
+            self.rows += int(rows)
+            self.tokens += int(tokens)
+        rate = self.tokens / max(time.perf_counter() - self._start, 1e-9)
+        return (f"corpus: tokenized {self.rows:,} of {self.total:,} paragraphs ({self.rows / max(self.total, 1):.0%}), "
+                f"{self.tokens:,} tokens ({rate:,.0f} tokens/s)")
 
 
 def raw_tokenizer(tok):
@@ -835,8 +877,12 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
     nproc = max(1, min(num_proc, len(paras) // batch_size or 1))
     lines = progress_to_log_file()  # plain lines, not datasets' bars (``progress.progress_to_log_file``)
     _progress_line(lines, f"tokenizing {len(paras):,} paragraphs (num_proc={nproc})")
-    with third_party_bars_off(lines):
-        tokd = _tokenize(paras, tokenizer_dir, work, nproc, batch_size, key)
+    # a log file's lines in place of the bar: each batch counted in a file (from whatever process tokenizes it) and
+    # said by this one every TOKENIZE_SAID_EVERY_S
+    counts = _TokenizeCounts(work / "tokenized.counts", len(paras))
+    said = said_every(TOKENIZE_SAID_EVERY_S, counts.line) if lines else nullcontext()
+    with third_party_bars_off(lines), said:
+        tokd = _tokenize(paras, tokenizer_dir, work, nproc, batch_size, key, str(counts.path) if lines else None)
     t_tok = time.perf_counter() - t0
 
     # 3. choose validation documents, then pack each split
@@ -875,16 +921,18 @@ def _progress_line(lines: bool, what: str) -> None:
         progress_said(f"corpus: {what}")
 
 
-def _tokenize(paras, tokenizer_dir: str, work: Path, nproc: int, batch_size: int, key: str | None):
+def _tokenize(paras, tokenizer_dir: str, work: Path, nproc: int, batch_size: int, key: str | None,
+              counts: str | None = None):
     """The paragraphs as token ids (columns doc, ids), by ``datasets.map`` in ``nproc`` workers that die with this
-    process, cached in ``work``."""
+    process, cached in ``work``; each batch's rows and tokens appended to the file `counts` where given
+    (``_TokenizeCounts``)."""
     import datasets
 
     features = datasets.Features({"doc": datasets.Value("int64"), "cont": datasets.Value("bool"),
                                   "ids": datasets.Sequence(datasets.Value("int32"))})
     with children_die_with_parent():
         return paras.map(
-            _Tokenize(str(tokenizer_dir)),
+            _Tokenize(str(tokenizer_dir), counts),
             batched=True,
             batch_size=batch_size,
             num_proc=nproc if nproc > 1 else None,

@@ -122,6 +122,38 @@ def test_a_log_file_gets_plain_lines_not_the_bars_of_datasets_or_the_tokenizer_t
     assert not datasets.are_progress_bars_disabled()
 
 
+@pytest.mark.parametrize("num_proc", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_a_log_file_gets_lines_while_the_paragraphs_are_tokenized(tmp_path, corpus_file, tok_dir, capfd, monkeypatch,
+                                                                 log_file, num_proc):
+    """Where stderr is a log file, datasets' map bar was off and nothing replaced it: from "tokenizing ... paragraphs"
+    to "saving" it said nothing (hours on a large corpus). This process says what is done every
+    TOKENIZE_SAID_EVERY_S, on stderr, counted in whatever process tokenizes (num_proc workers too); not in the
+    command's log file."""
+    import time
+
+    monkeypatch.setattr(corpus_mod, "progress_to_log_file", lambda: True)
+    monkeypatch.setattr(corpus_mod, "TOKENIZE_SAID_EVERY_S", 0.05)
+    call = corpus_mod._Tokenize.__call__
+
+    def slow(self, batch):  # batches that take long enough for a line between them, in any process (fork inherits it)
+        time.sleep(0.1)
+        return call(self, batch)
+
+    monkeypatch.setattr(corpus_mod._Tokenize, "__call__", slow)
+    capfd.readouterr()
+    prepare_corpus([str(corpus_file)], tok_dir, str(tmp_path / "p"), n=N, val_fraction=0.1, num_proc=num_proc,
+                   batch_size=20)
+    err = capfd.readouterr().err.splitlines()
+    said = [line for line in err if line.startswith("corpus: tokenized ")]
+    assert said, err
+    pattern = r"corpus: tokenized ([\d,]+) of 153 paragraphs \(\d+%\), ([\d,]+) tokens \([\d,]+ tokens/s\)"
+    done = [int(re.fullmatch(pattern, line).group(1).replace(",", "")) for line in said]
+    assert done == sorted(done) and done[-1] <= 153 and done[-1] > 0
+    start, end = err.index(f"corpus: tokenizing 153 paragraphs (num_proc={num_proc})"), err.index(said[-1])
+    assert start < end < next(i for i, line in enumerate(err) if line.startswith("corpus: saving "))
+    assert "corpus: tokenized " not in log_file.read_text()
+
+
 def test_validation_split_whole_documents_and_deterministic(tmp_path, corpus_file, tok_dir, tokenizer, prepared):
     out, m = prepared
     dd = load_prepared(str(out))
