@@ -34,7 +34,7 @@ from ..configs import absent_source, command_line_gives, composed_option, data_o
 from ..errors import ConfigError, CorpusError, DiskFullError
 from ..files.atomic import atomic_dir, write_json, written_at
 from ..files.hashing import cache_key, check_inputs_unchanged, file_checksums, file_state, input_states
-from ..files.locks import building_alone
+from ..files.locks import building_alone, remove_dead_builds
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
 from ..files.storage import free_bytes, mib
@@ -695,8 +695,11 @@ def prepare_corpus(
     if max_documents is not None and max_documents < 1:
         raise ConfigError(f"data.max_documents={max_documents} must be a positive number of documents, or null")
     out = Path(out_dir)
-    if out.parent.is_dir():  # at every run, a reuse too: a killed build's temporary is the corpus's size
-        remove_stale_temps(out)
+    # at every run, a reuse too: a killed build's temporary is the corpus's size, whichever corpus of the folder it built
+    if out.parent.is_dir():
+        remove_stale_temps(out)  # this output's, whatever version named them
+    for left in remove_dead_builds(out.parent):
+        log.info("removed %s, left by a build that was killed", left)
     inputs = input_states([tokenizer_dir])  # before it is hashed, as each source's is (``text_states``)
     tok_hash = tokenizer_hash(tokenizer_dir)  # first: a damaged tokenizer is named before the sources are read
     # each source read once before the build: its sha256, its text's size and lone CRs (the cache key's), a .gz

@@ -22,7 +22,7 @@ from ..configs import command_line_gives, data_overrides
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError, first_line
 from ..files.atomic import atomic_dir
 from ..files.hashing import check_inputs_unchanged, short_digest
-from ..files.locks import building_alone
+from ..files.locks import building_alone, remove_dead_builds
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, listing, made_by
 from ..logfile import say
@@ -238,6 +238,10 @@ def train_tokenizer(
         # a check before it needs its sha256: a file of another's size (a copy?) or an output of these settings but
         # for the texts' paths at out_dir (``io.moved_output``)
         texts = source_texts(files, hashed=False)
+        # a killed build's temporary and lock, whichever tokenizer of the folder it built (its own output's are removed
+        # by its next build, the others' by none)
+        for left in remove_dead_builds(Path(out_dir).parent):
+            log.info("removed %s, left by a build that was killed", left)
         sources = [s.path or s.given for s in texts]
         # the same texts at other paths (another data mirror) are the same tokenizer's: replaced as its own settings' are
         moved = moved_output(out_dir, record, texts, _placeless, "the tokenizer")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import OutputPathError
 from .processes import pid_alive, process_place
-from .temporaries import _temp_stem
+from .temporaries import _temp_stem, remove_dead_builds_temps
 
 
 # A run directory's LOCK records its holder: {pid, host, place, since}.
@@ -99,6 +99,33 @@ def building_alone(out: str | Path, key: str = "out_dir=") -> Iterator[None]:
             raise OutputPathError(f"{out} is being built by another process now{who}: wait for it to finish and run "
                                   f"the same command again, or choose another {key} for this one.")
         yield
+
+
+def remove_dead_builds(folder: str | Path) -> list[Path]:
+    """Remove what builds killed by SIGKILL left in the output folder `folder` (a data folder's processed/ or
+    tokenizers/), whatever output they built: their temporaries (``temporaries.remove_dead_builds_temps``) and their
+    ``building_alone`` lock files whose holder, of this place, is gone (``holder_gone``); returns those removed. A lock
+    file another process holds the flock of now is left, read or not, as is every one where there is no flock to take
+    (it could not be told from a live build's)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = remove_dead_builds_temps(folder)
+    for lock in folder.glob(".building-*"):
+        try:
+            fd = _flock(lock, wait=False, make=False)
+        except (OSError, _NoFlock):  # held by a live build (BlockingIOError), no flock, or not ours to open
+            continue
+        if fd is None:  # removed meanwhile
+            continue
+        try:
+            holder = lock_holder(lock)
+            if holder and holder_gone(holder):
+                lock.unlink(missing_ok=True)  # under its flock: a build that opened it meanwhile takes the path's own
+                removed.append(lock)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def holder_record() -> dict:

@@ -71,3 +71,22 @@ def remove_stale_temps(final: Path) -> None:
         here = place in (None, process_place())  # None: a name with a pid and no place, taken as this host's
         if here and pid != os.getpid() and not pid_alive(pid):
             _remove(p)
+
+
+def remove_dead_builds_temps(folder: Path) -> list[Path]:
+    """Remove the build temporaries in `folder` (.tmp-<name>-<place>-<pid>: ``atomic_dir``'s and ``atomic_write``'s,
+    ``_temp_name``) of every output whose process, of this place, is gone; returns those removed. A build killed by
+    SIGKILL leaves one the size of its output (tens of GB for a large corpus), which ``remove_stale_temps`` removes
+    only when that same output is written again. Only this version's names that carry this place: an earlier
+    version's name, or a name alike another program's, is left to its own output's write. An .old- is left too: a
+    swap killed between its renames leaves the only copy of its output there."""
+    removed = []
+    for p in folder.glob(".tmp-*"):
+        found = _TEMPORARY.fullmatch(p.name)
+        if found is None or found.group(2) != process_place():
+            continue
+        pid = int(found.group(3))
+        if pid != os.getpid() and not pid_alive(pid):
+            _remove(p)
+            removed.append(p)
+    return removed

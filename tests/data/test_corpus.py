@@ -1016,6 +1016,35 @@ def test_a_killed_builds_temporary_goes_at_the_next_run_a_reuse_too(prepared, co
     assert not stale.exists()
 
 
+def test_a_killed_build_s_temporary_and_lock_go_at_the_next_run_of_any_corpus_in_its_folder(prepared, tmp_path):
+    """A SIGKILLed build of one corpus left its temporary (the corpus's size) and its .building- lock until that same
+    corpus was prepared again: a user who prepared another, or reused one, kept them. Any prepare_corpus in the
+    folder removes those of gone processes; a live process's, held locks and .old- (maybe an output's only copy) stay."""
+    import socket
+
+    from linformer.files.locks import flocked
+    from linformer.files.processes import process_place
+
+    out, m = prepared
+    here, gone = process_place(), 999999999  # above any pid_max: no process
+    dead = out.with_name(f".tmp-killed-{here}-{gone}")
+    (dead / "_work").mkdir(parents=True)
+    (dead / "_work" / "paragraphs.arrow").write_bytes(b"x" * 1000)
+    live = out.with_name(f".tmp-running-{here}-{os.getppid()}")
+    old = out.with_name(f".old-swapped-{here}-{gone}")
+    for kept in (live, old):
+        kept.mkdir()
+    dead_lock = out.with_name(".building-killed")
+    dead_lock.write_text(json.dumps({"pid": gone, "host": socket.gethostname(), "place": here, "since": "then"}))
+    live_lock = out.with_name(".building-running")
+    with flocked(live_lock):  # a build running now (its holder record is this process's)
+        prepare_corpus(m["settings"]["data"]["sources"], m["settings"]["tokenizer_dir"], str(out),
+                       **{k: m["settings"]["data"][k] for k in ("n", "val_fraction", "seed", "max_documents")},
+                       num_proc=1)  # a reuse: it builds nothing, and takes no lock
+        assert not dead.exists() and not dead_lock.exists()
+        assert live.exists() and old.exists() and live_lock.exists()
+
+
 @pytest.fixture
 def log_file(tmp_path):
     """A log file as Hydra keeps one in a command's output folder (prepare_corpus.log: a FileHandler on the root

@@ -145,6 +145,29 @@ def test_a_second_build_of_the_same_tokenizer_meanwhile_is_refused_before_traini
     assert os.listdir(tmp_path) == []
 
 
+def test_a_killed_build_s_temporary_goes_at_the_next_tokenizer_trained_in_its_folder(corpus_file, tmp_path,
+                                                                                      monkeypatch):
+    """A SIGKILLed train_tokenizer left its temporary until that same tokenizer was trained again; training any
+    tokenizer of the folder removes those of gone processes, not a live one's."""
+    import os
+
+    import linformer.data.tokenizer as tokenizer
+    from linformer.files.processes import process_place
+
+    dead = tmp_path / f".tmp-killed-{process_place()}-999999999"  # above any pid_max: no process
+    live = tmp_path / f".tmp-running-{process_place()}-{os.getppid()}"
+    for folder in (dead, live):
+        folder.mkdir()
+
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tokenizer, "_in_child", stop)  # what comes before the training is all this needs
+    with pytest.raises(KeyboardInterrupt):
+        train_tokenizer([str(corpus_file)], str(tmp_path / "tok"), vocab_size=300, show_progress=False)
+    assert not dead.exists() and live.exists()
+
+
 def test_a_vocabulary_below_the_byte_alphabet_is_refused_before_training(corpus_file, tmp_path):
     """The trainer gave 261 tokens for vocab_size=10 without a word; the smallest vocabulary trains to its size."""
     from linformer.errors import ConfigError
