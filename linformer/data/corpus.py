@@ -72,10 +72,11 @@ PIECE_CHARS = 8192
 TOKENIZE_SAID_EVERY_S = 60.0
 
 # The bytes a build's temporary holds at its peak per byte of text: the text once (paragraphs.arrow) and its token
-# ids three times at 4 bytes each (tokenized, packed, saved). A 1,000-token byte-level BPE, the most tokens per byte of
-# the tokenizers here, gives about 0.4 tokens a byte: 1 + 12 x 0.4, about 6; 8 leaves a margin. Larger vocabularies
-# need less.
-SPACE_PER_TEXT_BYTE = 8
+# ids three times at 4 bytes each (tokenized, packed, saved), 1 + 12 x (tokens per byte of text). A byte-level BPE of
+# the data groups' vocabularies (8,000 to 50,265 tokens) gives 0.26 to 0.22 tokens a byte of English text: 4.1 to
+# 3.6; a full mirror build (50,265) peaked at 3.7 bytes per byte of text, its corpus 0.9. 4.5 leaves a margin above
+# both. A smaller vocabulary needs more (1,000 tokens: 0.39 tokens a byte, about 6).
+SPACE_PER_TEXT_BYTE = 4.5
 
 STOPPED = "prepare_corpus stopped by {signal} before it finished; nothing was written. Run the same command again."
 
@@ -750,7 +751,7 @@ def _say_space(out: Path, text: int, max_documents: int | None, hub: bool) -> in
     text, nothing to estimate from)."""
     if not text:
         return None
-    needs, free = SPACE_PER_TEXT_BYTE * text, free_bytes(written_at(out).parent)
+    needs, free = math.ceil(SPACE_PER_TEXT_BYTE * text), free_bytes(written_at(out).parent)
     less = ["less with data.max_documents"] if max_documents is not None else []
     more = ["and more for the hub sources"] if hub else []
     short = free < needs

@@ -1196,7 +1196,7 @@ def test_an_edit_of_a_source_moves_only_the_edited_documents_into_or_out_of_vali
 
 def test_a_build_says_the_space_it_needs_first_and_a_full_disk_says_it_again(tmp_path, corpus_file, tok_dir, capsys,
                                                                              caplog, monkeypatch):
-    """Nothing said how much disk a prepare takes (its temporary peaks at about 6x the text beside out_dir): the run
+    """Nothing said how much disk a prepare takes (its temporary peaks at about 4x the text beside out_dir): the run
     says its estimate before it builds, and a full disk's error line says it again."""
     import errno
 
