@@ -311,14 +311,19 @@ def tokenizer_note(runs: list[Run], metrics: list[str]) -> str:
         return ""
     out = []
     for stage in dict.fromkeys(r.stage for r in runs if r.stage in BLOCK_STAGES):
-        staged = [r for r in runs if r.stage == stage]
-        values = {k: sorted({str(recorded_paths(flatten(r.config).get(k))) for r in staged}) for k in TOKENIZER_KEYS}
-        differ = [f"{k} ({', '.join(v)})" for k, v in values.items() if len(v) > 1]
+        differ = tokenizer_differences([r for r in runs if r.stage == stage])
         if differ:
-            out.append(f" Not comparable: the {stage} runs differ in their tokenizer ({'; '.join(differ)}), so their "
+            out.append(f" Not comparable: the {stage} runs differ in their tokenizer ({differ}), so their "
                        f"{', '.join(shown)} are per token of different vocabularies and do not compare across "
                        "tokenizers; compare them only among runs of one tokenizer.")
     return "".join(out)
+
+
+def tokenizer_differences(runs: list[Run]) -> str:
+    """The tokenizer keys (TOKENIZER_KEYS, paths as records name them) in which `runs` differ, with their values,
+    e.g. "data.tokenizer (a, b); data.vocab_size (16000, 8000)"; "" where they share one tokenizer."""
+    values = {k: sorted({str(recorded_paths(flatten(r.config).get(k))) for r in runs}) for k in TOKENIZER_KEYS}
+    return "; ".join(f"{k} ({', '.join(v)})" for k, v in values.items() if len(v) > 1)
 
 
 def value_at_tokens(digest_: Digest, metric: str, tokens: float) -> float | None:
@@ -343,13 +348,17 @@ def equal_tokens_table(runs: list[Run], metrics: list[str], digests: list[Digest
                        labels: list[str]) -> str:
     """For each stage of `notes` (``tokens_per_step_note``): its runs at the most tokens every one of them saw, each
     metric's value there (``value_at_tokens``), ranked by the first metric that two or more runs have there, best
-    first. "" where no stage's runs differ in tokens per step."""
+    first; never by a per-token metric (PER_TOKEN) where the runs differ in their tokenizer (its values are shown,
+    unranked: per token of different vocabularies, as ``tokenizer_note`` says). "" where no stage's runs differ in
+    tokens per step."""
     out = []
     for stage, words in notes.items():
         staged = [(r, d, label) for r, d, label in zip(runs, digests, labels) if r.stage == stage and d.tokens]
         tokens = min(d.tokens[1] for _, d, _ in staged)
         at = [(r, d, label, {m: value_at_tokens(d, m, tokens) for m in metrics}) for r, d, label in staged]
-        ranked = next((m for m in metrics if sum(v[m] is not None for *_, v in at) >= 2), None)
+        differ = tokenizer_differences([r for r, *_ in staged])
+        unranked = [m for m in metrics if m in PER_TOKEN] if differ else []
+        ranked = next((m for m in metrics if m not in unranked and sum(v[m] is not None for *_, v in at) >= 2), None)
         if ranked:
             sign = -1 if higher_is_better(ranked) else 1
             at.sort(key=lambda x: (x[3][ranked] is None, sign * (x[3][ranked] or 0)))
@@ -362,7 +371,10 @@ def equal_tokens_table(runs: list[Run], metrics: list[str], digests: list[Digest
                    f"value at {tokens:,.0f} tokens seen, the most every one of them reached, interpolated linearly in "
                    "tokens between the logged values either side (a perplexity in its log, as its loss) where no "
                    "row is at these tokens; blank where a run logged none on one side"
-                   + (f"; ranked by {ranked}, best first." if ranked else ".") + "\n\n" + "\n".join(lines) + "\n")
+                   + (f"; ranked by {ranked}, best first" if ranked else "")
+                   + (f"; not ranked by {', '.join(unranked)}: the runs differ in their tokenizer ({differ}), so "
+                      "these are per token of different vocabularies" if unranked else "")
+                   + ".\n\n" + "\n".join(lines) + "\n")
     return "".join(out)
 
 

@@ -853,6 +853,31 @@ def test_the_plot_axis_is_tokens_where_tokens_per_step_differ_or_asked_and_says_
     assert drawn[-1][0] == "step" and "## At equal tokens" in (tmp_path / "cmp4" / "runs.md").read_text()
 
 
+def test_runs_of_other_tokenizers_are_not_ranked_on_perplexity_at_equal_tokens(tmp_path, make_run):
+    """At equal tokens, perplexities and losses over two vocabularies are shown but ranked by neither: the section
+    says why, naming the tokenizers, and keeps the runs in the table's order."""
+    import yaml
+
+    def tokenized(path, tokenizer, vocab):
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        (path / "config.yaml").write_text(yaml.safe_dump({**config, "data": {"tokenizer": tokenizer,
+                                                                              "vocab_size": vocab}}))
+        return path
+
+    # ranked by val_ppl at 40,960 tokens, b32 (50) would lead b16 (55), which comes first by name
+    small = tokenized(_batch_run(make_run, tmp_path / "out", "b16", 16, val_ppls=((10, 60.0), (20, 55.0))),
+                      "mirror_slice", 8000)
+    big = tokenized(_batch_run(make_run, tmp_path / "out", "b32", 32, val_ppls=((10, 50.0), (20, 30.0))),
+                    "other_tok", 16000)
+    table = compare_runs([small, big], tmp_path / "cmp", metrics=["val_ppl", "loss"])["table"]
+    equal = table.split("## At equal tokens (pretrain runs)")[1]
+    assert "ranked by" not in equal.replace("not ranked by", "")
+    assert ("not ranked by val_ppl, loss: the runs differ in their tokenizer (data.tokenizer (mirror_slice, "
+            "other_tok); data.vocab_size (16000, 8000)), so these are per token of different vocabularies") in equal
+    rows = [line for line in equal.splitlines() if line.startswith("| b")]
+    assert rows == ["| b16 | 2,048 | 20 | 55 | 3 |", "| b32 | 4,096 | 10 | 50 | 4 |"]
+
+
 def test_pretraining_runs_of_other_tokenizers_are_said_not_comparable_on_perplexity(tmp_path, make_run):
     """Perplexities over two vocabularies are no comparison: the note says so first, naming the tokenizers; runs of
     one tokenizer get no such words, nor do metrics that are not per token."""
