@@ -351,7 +351,8 @@ class _Runner:
         if self.stream is not None:
             prefix = f"[{s.name}] " if self.jobs > 1 else ""
             self._write(f"{prefix}$ {line}\n")
-            proc = self._popen(s.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = self._popen(s.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               encoding="utf-8", errors="replace")
             reader = threading.Thread(target=self._pump, args=(proc, prefix), daemon=True)
             reader.start()
         elif self.jobs > 1:

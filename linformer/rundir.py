@@ -395,7 +395,7 @@ def code_revision() -> dict[str, Any]:
     try:
         def git(*args: str) -> str:
             return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30,
-                                  check=True).stdout
+                                  check=True, encoding="utf-8", errors="replace").stdout
 
         revision["commit"] = git("rev-parse", "HEAD").strip() or None
         revision["dirty"] = bool(git("status", "--porcelain", "--untracked-files=no").strip())

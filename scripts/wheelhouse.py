@@ -227,7 +227,8 @@ def write_stub_wheel(folder, version):
 def pip(python, *args):
     """Runs pip with python; returns (exit code, combined output)."""
     cmd = [python, "-m", "pip", *args]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          encoding="utf-8", errors="replace")
     return proc.returncode, proc.stdout
 
 

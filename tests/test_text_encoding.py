@@ -32,9 +32,14 @@ def _arg(call: ast.Call, index: int, name: str) -> ast.expr | None:
 
 
 def unspecified_encoding(call: ast.Call) -> bool:
-    """Whether `call` opens, reads or writes a text file without naming its encoding."""
+    """Whether `call` opens, reads or writes a text file, or runs a process in text mode (``text`` or
+    ``universal_newlines``: subprocess.run, check_output, Popen or a wrapper passing them on), without naming its
+    encoding."""
     if _kw(call, "encoding") is not None:
         return False
+    modes = [_kw(call, name) for name in ("text", "universal_newlines")]
+    if any(m is not None and not (isinstance(m, ast.Constant) and not m.value) for m in modes):
+        return True  # a child's output decoded in the locale's encoding (a computed flag counts as text mode)
     f = call.func
     owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
@@ -72,6 +77,9 @@ os.fdopen(fd, "w")
 io.TextIOWrapper(raw)
 gzip.open(p, "rt")
 tempfile.NamedTemporaryFile("w")
+subprocess.run(cmd, capture_output=True, text=True)
+subprocess.Popen(cmd, stdout=PIPE, universal_newlines=True)
+self._popen(argv, stdout=PIPE, text=True)
 p.read_text(encoding="utf-8")
 p.write_text(text, encoding="utf-8")
 open(p, "rb")
@@ -82,8 +90,11 @@ os.open(p, os.O_RDONLY)
 gzip.open(p)
 tarfile.open(fileobj=b, mode="w:gz")
 tempfile.NamedTemporaryFile()
+subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8")
+subprocess.run(cmd, capture_output=True, text=False)
+subprocess.run(cmd, capture_output=True)
 """
-    assert unspecified_encodings(source) == list(range(2, 11))
+    assert unspecified_encodings(source) == list(range(2, 14))
 
 
 @pytest.mark.parametrize("folder", ["linformer", "scripts", "tools"])

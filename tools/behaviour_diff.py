@@ -61,7 +61,7 @@ FILES = {"tokenizer": "outputs/bd/tokenizer", "corpus": "outputs/bd/corpus"}
 
 def worktree(ref: str) -> Path:
     sha = subprocess.run(["git", "rev-parse", "--short", ref], cwd=REPO, check=True, capture_output=True,
-                         text=True).stdout.strip()
+                         text=True, encoding="utf-8").stdout.strip()
     tree = REPO.parent / f"behaviour-{sha}"
     if not tree.is_dir():
         subprocess.run(["git", "worktree", "add", "-q", "--detach", str(tree), sha], cwd=REPO, check=True)
@@ -77,7 +77,7 @@ def run(tree: Path, only: set[str]) -> None:
             continue
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, f"scripts/{script}", *overrides], cwd=tree, env=env,
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, encoding="utf-8", errors="replace")
         if out.returncode:
             sys.exit(f"error: {name} failed at {tree.name} (exit {out.returncode}):\n{out.stderr[-3000:]}")
         print(f"  {tree.name} {name}: {time.perf_counter() - t0:.0f} s", flush=True)

@@ -79,7 +79,8 @@ def run(command: list[str], log, env=None) -> int:
     """`command`'s output to the terminal and the log; its exit status."""
     print("$", shlex.join(command), file=log, flush=True)
     print("$", shlex.join(command), flush=True)
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               encoding="utf-8", errors="replace")
     for line in process.stdout:
         sys.stdout.write(line)
         log.write(line)

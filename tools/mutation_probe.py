@@ -69,7 +69,8 @@ def probe(name: str, file: str, old: str, new: str, tests: list[str]) -> tuple[s
     try:
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow",
-                              *tests], cwd=REPO, capture_output=True, text=True, timeout=600)
+                              *tests], cwd=REPO, capture_output=True, text=True, timeout=600,
+                              encoding="utf-8", errors="replace")
         last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
         return ("caught" if out.returncode else "missed"), f"{last} ({time.perf_counter() - t0:.0f} s)"
     finally:

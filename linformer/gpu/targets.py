@@ -445,7 +445,8 @@ def provenance(argv: list[str], gpu: str) -> dict:
 def _command_output(command: list[str]) -> str | None:
     """A command's output, or None where it fails or is missing."""
     try:
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30, check=True)
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30, check=True,
+                              encoding="utf-8", errors="replace")
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout
