@@ -54,7 +54,7 @@ from ..files.atomic import write_json
 from ..files.hashing import file_state
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by
-from ..files.runs import METRICS, RESULTS
+from ..files.runs import METRICS, MODEL_DIR, RESULTS
 from ..files.tables import table_lines
 from ..optional import import_needed
 from ..rundir import (
@@ -118,11 +118,24 @@ def _settings(run: Run, settings: Sequence[str]) -> dict:
     return {k: values[k] for k in settings if k not in SHOWN_BY_KEY_CONFIG and values.get(k) is not None}
 
 
+def _shown_config(run: Run, settings: Sequence[str] = ()) -> dict:
+    """key_config and the run's values of `settings`, None left out, where `model` is the config's model name
+    ("tiny") alone: a run that names none (a finetune, a transfer) shows the model it started from as `start` (its
+    run's name: .../<run>/model -> <run>) and, where recorded, the first 12 hex digits of the start weights'
+    sha256, so that one HPARAMS column never mixes config names with paths."""
+    values = {k: v for k, v in {**run.key_config, **_settings(run, settings)}.items() if v is not None}
+    model = run.config.get("model") if isinstance(run.config.get("model"), dict) else {}
+    if model.get("name") is None and "model" in values:
+        values["start"] = str(values.pop("model")).removesuffix(f"/{MODEL_DIR}")
+    if run.results.get("start_weights_sha256"):
+        values["start_weights_sha256"] = str(run.results["start_weights_sha256"])[:12]
+    return values
+
+
 def _config_markdown(run: Run, settings: Sequence[str] = ()) -> str:
     rows = [("stage", run.stage or "not recorded"), ("status", run.status_line),
             *([("record", f"{run.damage_line}: shown without them")] if run.damaged else []),
-            *((k, v) for k, v in run.key_config.items() if v is not None), *_settings(run, settings).items(),
-            ("run dir", run.path)]
+            *_shown_config(run, settings).items(), ("run dir", run.path)]
     return "\n".join(table_lines(["key", "value"], rows))
 
 
@@ -137,7 +150,7 @@ def _write_hparams(records, run: Run, walltime: float, settings: Sequence[str] =
         return
     hp = {"stage": run.stage or "", "status": run.status or "",
           **{k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-             for k, v in {**run.key_config, **_settings(run, settings)}.items() if v is not None}}
+             for k, v in _shown_config(run, settings).items()}}
     try:
         _, ssi, _ = hparams(hp, {})
         _write_event(records, Event(wall_time=walltime, summary=ssi))

@@ -614,6 +614,31 @@ def test_hparams_name_what_two_sweeps_varied_and_the_value_that_chose_each_model
     assert "validation_fraction" not in _text_and_hparams(tb / "multirun" / "a")[1]
 
 
+def test_hparams_model_is_a_config_name_and_a_finetune_s_start_is_a_column_of_its_own(tmp_path):
+    """HPARAMS' `model` column read "tiny" for a pretraining run and "tiny-full-n128-s0/model" for a finetune of it:
+    a finetuning run, which names no model config, shows the pretraining run it started from as `start` and the
+    start weights' sha256 shortly, and no `model`."""
+    import yaml
+
+    outputs = tmp_path / "outputs"
+    pretrain = write_run(outputs, "pretrain", "tiny-full-n128-s0", [{"step": 1, "time": 1.0, "loss": 2.0}])
+    (pretrain / "run.json").write_text(json.dumps({"stage": "pretrain", "status": "complete"}))
+    finetune = _finetune_run(outputs, "sst2-tiny-full-n128-s0", 0.75, 0.75)
+    config = {k: v for k, v in yaml.safe_load((finetune / "config.yaml").read_text()).items() if k != "model"}
+    (finetune / "config.yaml").write_text(yaml.safe_dump({**config, "model_path": str(pretrain)}))
+    results = json.loads((finetune / "results.json").read_text())
+    (finetune / "results.json").write_text(json.dumps({**results, "model_path": str(pretrain / "model"),
+                                                       "start_weights_sha256": "ab12" * 16}))
+    mirror_all(outputs)
+    tb = outputs / ".dashboard"
+    _, pretrained = _text_and_hparams(tb / "pretrain" / "tiny-full-n128-s0")
+    text, finetuned = _text_and_hparams(tb / "finetune" / "sst2-tiny-full-n128-s0")
+    assert pretrained["model"] == "tiny" and "start" not in pretrained
+    assert "model" not in finetuned
+    assert finetuned["start"] == "tiny-full-n128-s0" and finetuned["start_weights_sha256"] == "ab12ab12ab12"
+    assert "| start | tiny-full-n128-s0 |" in text
+
+
 def test_a_logdir_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, monkeypatch):
     import sys
 
