@@ -249,18 +249,26 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
     bar = progress_bar(None if progress else False, total=total_runs, desc="inference", unit="fwd")
     rows: list[dict] = []
     start, stop = time.perf_counter(), None
+    total_cells = sum(len(ks) for _, ks in cells)
     for i, (n, ks) in enumerate(cells):
         if time.perf_counter() - start > 1.5 * s.budget_s:  # the plan was far too optimistic: stop here
             dropped.append((n, "time budget exhausted during the run"))
             continue
+        t0 = time.perf_counter()
         try:
-            rows += _measure_n(n, ks, s, device, free, ref, bar, dropped)
+            measured, timed = _measure_n(n, ks, s, device, free, ref, bar, dropped)
+            rows += measured
         except Preempted as err:  # SIGTERM or Ctrl-C (bench.cli): the cells measured so far are kept and written
             stop = err.with_traceback(None)  # not its frames: they hold the models
             dropped += [(m, "the run was stopped before it was measured") for m, _ in cells[i:]]
             break
         finally:
             free_memory(device)
+        # each n's line, as throughput's per block: the progress where stderr is a log file (no bar there), and a
+        # record in benchmark.log; cleared from under a terminal's bar, which is drawn again after it
+        with bar.external_write_mode():
+            log(f"[bench] inference n={n}: {timed} models, {time.perf_counter() - t0:.1f} s "
+                f"({len(rows)} of {total_cells} cells)")
     bar.close()
     machine = machine_description(device, load)
     for line in beyond_flops_warnings(rows, machine):
@@ -278,8 +286,8 @@ def run_inference(s: InferenceSettings, progress: bool = True, log=print) -> tup
 
 
 def _measure_n(n: int, ks: list[int], s: InferenceSettings, device, free: int, ref: str | None, bar,
-               dropped: list) -> list[dict]:
-    """One n of the grid: every model built, warmed up and timed side by side; one row per k."""
+               dropped: list) -> tuple[list[dict], int]:
+    """One n of the grid: every model built, warmed up and timed side by side; (one row per k, the models timed)."""
     batch = batch_of(n, s)
     ids = torch.randint(3, s.vocab, (batch, n), device=device)
     baselines = [b for b in s.baselines if b != "eager" or eager_fits(n, s, free)]
@@ -302,7 +310,7 @@ def _measure_n(n: int, ks: list[int], s: InferenceSettings, device, free: int, r
     if s.find_max_batch and device.type == "cuda" and (s.max_batch_max_n is None or n <= s.max_batch_max_n):
         del ids
         max_batch = _max_batches(models, n, s, device, bar)
-    return [_row(n, k, batch, s, rounds, mem, max_batch, used, rss) for k in ks]
+    return [_row(n, k, batch, s, rounds, mem, max_batch, used, rss) for k in ks], len(names)
 
 
 def _warm_up(models: dict, ids: torch.Tensor, s: InferenceSettings, device, bar,

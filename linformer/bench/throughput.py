@@ -436,7 +436,9 @@ def run_throughput(s: ThroughputSettings, progress: bool = True, log=print) -> t
             meta["stop"] = err.with_traceback(None)  # not its frames: they hold the models
             meta["not_measured"] = [_block_words(b) for b in blocks[i:]]
             break
-        log(f"[bench] throughput: {_block_words(block)}: {len(block.entries)} models in {time.perf_counter() - t0:.0f} s")
+        with bar.external_write_mode():  # cleared from under a terminal's bar, drawn again after it
+            log(f"[bench] throughput: {_block_words(block)}: {len(block.entries)} models in "
+                f"{time.perf_counter() - t0:.0f} s")
     models.clear()
     bar.close()
     meta["machine"] = machine_description(device, load)  # its load average at the start and now, the end

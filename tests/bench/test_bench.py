@@ -978,3 +978,22 @@ def test_device_auto_caps_n_as_the_device_it_finds(monkeypatch, gpu):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
     inf, _ = settings_from_config(compose("benchmark", ["device=auto"]))
     assert inf.max_n == (None if gpu else 8192)
+
+
+def test_the_inference_grid_says_a_line_per_n_where_stderr_is_a_log_file(capsys):
+    """Where stderr is a log file (no bar there) the grid said "planned N s" before it started and nothing more until
+    its last cell, an hour later on a CPU; throughput says a line per block. Now each n's line says what was measured."""
+    import re
+
+    from linformer.bench.inference import run_inference
+    from linformer.progress import progress_to_log_file
+
+    assert progress_to_log_file()  # pytest's captured stderr: not a terminal
+    logged = []
+    rows, _ = run_inference(tiny_inference(ns=[64, 128], ks=[16, 32], reps=1, baselines=["full"], memory=False),
+                            progress=True, log=logged.append)
+    assert len(rows) == 4
+    lines = [re.sub(r"\d+\.\d s", "T s", line) for line in logged if line.startswith("[bench] inference n=")]
+    assert lines == ["[bench] inference n=64: 3 models, T s (2 of 4 cells)",
+                     "[bench] inference n=128: 3 models, T s (4 of 4 cells)"]
+    assert "\r" not in capsys.readouterr().err  # no bar either: its redraws run into one line in a file
