@@ -927,6 +927,59 @@ def test_the_short_digest_of_a_content_is_pinned_wherever_it_is_taken():
     assert _digest({"é": 0, "a": 1}) == "2 entries, sha256 a0909b39d63e38a5"
 
 
+@pytest.mark.parametrize("code", ["EROFS", "EACCES"])
+def test_a_dead_build_s_leftovers_that_cannot_be_removed_are_left_and_not_listed(tmp_path, monkeypatch, code):
+    """remove_dead_builds (run by prepare_corpus and train_tokenizer before they look for an output to reuse) raised
+    where a killed build's lock or temporary could not be removed (a read-only mount, another user's folder), so
+    every command there failed. Those are left and not said removed; the removable ones still go."""
+    import errno
+    import json
+    import socket
+
+    from linformer.files.locks import remove_dead_builds
+    from linformer.files.processes import process_place
+
+    here, gone = process_place(), 999999999  # above any pid_max: no process
+    record = json.dumps({"pid": gone, "host": socket.gethostname(), "place": here, "since": "then"})
+    stuck = [tmp_path / ".building-a", tmp_path / f".tmp-a-{here}-{gone}"]
+    going = [tmp_path / ".building-b", tmp_path / f".tmp-b-{here}-{gone}"]
+    for lock, temp in (stuck, going):
+        lock.write_text(record)
+        temp.write_bytes(b"x")
+    unlink = Path.unlink
+
+    def refused(self, missing_ok=False):
+        if self in stuck:
+            raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)), str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    assert sorted(remove_dead_builds(tmp_path)) == sorted(going)
+    assert all(p.exists() for p in stuck) and not any(p.exists() for p in going)
+
+
+def test_a_rewritten_file_gets_the_earlier_permission_bits_only_and_is_written_where_chmod_fails(tmp_path,
+                                                                                                 monkeypatch):
+    """atomic_stream gave the new file the whole mode of the file it replaced, a setuid or setgid bit included, and
+    failed the write on a file system without chmod (some FUSE and CIFS mounts)."""
+    import errno
+
+    from linformer.files.atomic import atomic_write
+
+    path = tmp_path / "out.txt"
+    path.write_text("old", encoding="utf-8")
+    path.chmod(0o6750)
+    atomic_write(path, "new")
+    assert path.stat().st_mode & 0o7777 == 0o750 and path.read_text(encoding="utf-8") == "new"
+
+    def no_chmod(fd, mode):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", no_chmod)
+    atomic_write(path, "newer")
+    assert path.read_text(encoding="utf-8") == "newer"
+
+
 def test_a_build_refused_while_its_holder_writes_its_record_still_names_that_holder(tmp_path, monkeypatch):
     """A second build that met the flock taken but its holder's record not yet written (the instant between the two)
     was refused without naming the process that builds; it reads the record again, as a run's start does."""

@@ -795,7 +795,8 @@ def _reusable(out: Path, key: str) -> dict | None:
 def _with_context_free(out: Path, manifest: dict, tokenizer_dir: str) -> dict:
     """`manifest`, with the context-free perplexity (``unigram.context_free_perplexity``) that a manifest of an earlier
     prepare_corpus lacks computed from the corpus's splits and written into it (its data files are unchanged: their
-    checksums hold)."""
+    checksums hold). Where the manifest cannot be written (a read-only or another user's data folder, a full disk)
+    the corpus is reused as it is, the figure kept in memory: pretraining computes it the same way when it is missing."""
     if "context_free_val_ppl" in manifest or manifest.get("unigram_val_ppl") is None:
         return manifest
     import datasets
@@ -804,7 +805,13 @@ def _with_context_free(out: Path, manifest: dict, tokenizer_dir: str) -> dict:
     dd = datasets.load_from_disk(str(out))
     _, context_free = frequency_perplexities(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
     manifest = {**manifest, "context_free_val_ppl": round(context_free, 4)}
-    write_json(out / MANIFEST, manifest)
+    try:
+        write_json(out / MANIFEST, manifest)
+    except (OSError, DiskFullError) as err:  # write_json's: an OSError (EROFS, EACCES), a DiskFullError (storage)
+        log.info("corpus: the context-free perplexity (%.1f) its manifest predates is not added to %s, which cannot "
+                 "be written (%s); the corpus is reused as it is", context_free, out / MANIFEST,
+                 getattr(err, "strerror", None) or err)
+        return manifest
     say(f"corpus: added the context-free perplexity ({context_free:,.1f}) its manifest predates to {out / MANIFEST}",
         logger=log)
     return manifest

@@ -61,8 +61,10 @@ def atomic_stream(path: str | Path) -> Iterator[io.BufferedWriter]:
         with _named(shown, tmp), disk_full_names(shown):
             with open(tmp, "wb") as f:
                 yield f
-                with contextlib.suppress(FileNotFoundError):
-                    os.fchmod(f.fileno(), stat.S_IMODE(os.stat(path).st_mode))
+                # the permission bits only (never a setuid or setgid bit of whatever file was there); a file system
+                # without chmod (some FUSE and CIFS mounts) keeps the new file's mode: the write goes through
+                with contextlib.suppress(OSError):
+                    os.fchmod(f.fileno(), os.stat(path).st_mode & 0o777)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 from ..errors import OutputPathError
 from .processes import pid_alive, process_place
 from .temporaries import _temp_stem, remove_dead_builds_temps
+
+log = logging.getLogger(__name__)
 
 
 # A run directory's LOCK records its holder: {pid, host, place, since}.
@@ -106,7 +109,8 @@ def remove_dead_builds(folder: str | Path) -> list[Path]:
     tokenizers/), whatever output they built: their temporaries (``temporaries.remove_dead_builds_temps``) and their
     ``building_alone`` lock files whose holder, of this place, is gone (``holder_gone``); returns those removed. A lock
     file another process holds the flock of now is left, read or not, as is every one where there is no flock to take
-    (it could not be told from a live build's)."""
+    (it could not be told from a live build's) and every one this process may not remove (a read-only or another
+    user's folder: a reuse there must not fail over it)."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -123,6 +127,8 @@ def remove_dead_builds(folder: str | Path) -> list[Path]:
             if holder and holder_gone(holder):
                 lock.unlink(missing_ok=True)  # under its flock: a build that opened it meanwhile takes the path's own
                 removed.append(lock)
+        except OSError as err:  # a read-only or another user's folder: left, as a reuse there must still run
+            log.debug("left %s, which cannot be removed (%s)", lock, err.strerror or err)
         finally:
             os.close(fd)
     return removed

@@ -3,6 +3,7 @@ named them too) and their removal once the process that left them is gone."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -13,6 +14,8 @@ from .hashing import short_digest
 from .names import NAME_MAX_BYTES
 from .processes import pid_alive, process_place
 
+log = logging.getLogger(__name__)
+
 
 def _remove(path: Path) -> None:
     """Delete a file, link or directory tree; nothing when it is missing. A link is removed, never followed."""
@@ -20,6 +23,17 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
     elif path.is_dir():
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_left(path: Path) -> bool:
+    """``_remove`` of what a gone process left, where it can be: whether `path` is gone. One this process may not
+    remove (a read-only data folder, another user's) is left as it is, logged at debug level: a command that only
+    reads the folder (a reuse) must not fail over it, and one that writes there names the folder itself."""
+    try:
+        _remove(path)
+    except OSError as err:
+        log.debug("left %s, which cannot be removed (%s)", path, err.strerror or err)
+    return not os.path.lexists(path)
 
 
 def _temp_name(kind: str, final: Path) -> Path:
@@ -61,7 +75,8 @@ def temporary_of(name: str) -> str | None:
 
 def remove_stale_temps(final: Path) -> None:
     """Remove the temporaries next to `final` (every name ``_temporaries`` knows) whose process is gone; another
-    place's (another host or container) cannot be checked, and are left."""
+    place's (another host or container) cannot be checked, and are left, as is one that cannot be removed
+    (``_remove_left``)."""
     pattern = _temporaries(re.escape(_temp_stem(final.name)))
     for p in final.parent.glob(".*"):
         found = pattern.fullmatch(p.name)
@@ -70,14 +85,14 @@ def remove_stale_temps(final: Path) -> None:
         place, pid = found.group(2), int(found.group(3) or found.group(5))
         here = place in (None, process_place())  # None: a name with a pid and no place, taken as this host's
         if here and pid != os.getpid() and not pid_alive(pid):
-            _remove(p)
+            _remove_left(p)
 
 
 def remove_dead_builds_temps(folder: Path) -> list[Path]:
     """Remove the build temporaries in `folder` (.tmp-<name>-<place>-<pid>: ``atomic_dir``'s and ``atomic_write``'s,
     ``_temp_name``) of every output whose process, of this place, is gone; returns those removed. A build killed by
     SIGKILL leaves one the size of its output (tens of GB for a large corpus), which ``remove_stale_temps`` removes
-    only when that same output is written again. Only this version's names that carry this place: an earlier
+    only when that same output is written again. One that cannot be removed (``_remove_left``) is left, unlisted. Only this version's names that carry this place: an earlier
     version's name, or a name alike another program's, is left to its own output's write. An .old- is left too: a
     swap killed between its renames leaves the only copy of its output there."""
     removed = []
@@ -86,7 +101,6 @@ def remove_dead_builds_temps(folder: Path) -> list[Path]:
         if found is None or found.group(2) != process_place():
             continue
         pid = int(found.group(3))
-        if pid != os.getpid() and not pid_alive(pid):
-            _remove(p)
+        if pid != os.getpid() and not pid_alive(pid) and _remove_left(p):
             removed.append(p)
     return removed

@@ -226,6 +226,24 @@ def test_peak_tensor_memory_drops_the_profilers_own_lines_on_stderr_and_keeps_th
     assert err.splitlines() == ["the call's own line", "written before it failed", "after"]
 
 
+def test_peak_tensor_memory_runs_unfiltered_where_no_temporary_file_can_be_made(capfd, monkeypatch):
+    """Where the temporary file that holds fd 2's lines could not be made (no writable temporary folder), the
+    duplicated fd 2 leaked and the benchmark failed where it ran before: the call now runs unfiltered."""
+    import os
+    import tempfile
+
+    from linformer.bench import common
+
+    def no_temp(*args, **kwargs):
+        raise FileNotFoundError(2, "No usable temporary directory found")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_temp)
+    opened = set(os.listdir("/proc/self/fd"))
+    common.peak_tensor_bytes(lambda: os.write(2, b"the call's own line\n") and torch.ones(8) * 2, torch.device("cpu"))
+    assert set(os.listdir("/proc/self/fd")) <= opened
+    assert "the call's own line" in capfd.readouterr().err
+
+
 def test_max_batch_binary_search():
     calls = []
 

@@ -1479,3 +1479,60 @@ def test_a_manifest_that_predates_the_context_free_perplexity_gets_it_when_the_c
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
     assert again["context_free_val_ppl"] == pytest.approx(m["context_free_val_ppl"], abs=1e-3)
     assert read_manifest(str(out)) == again and again["files"] == m["files"] and again["created"] == m["created"]
+
+
+def _read_only(monkeypatch, folder: Path) -> None:
+    """Writes into `folder` and removals there fail as on a read-only mount (EROFS): the test runs as root, whom
+    permissions do not stop. The corpus's manifest write raises from inside write_json, as the atomic writer's does."""
+    import errno
+
+    from linformer.files import atomic
+
+    def refused(path):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    unlink = Path.unlink
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: refused(self)
+                        if self.parent in (folder, folder.parent) and self.name.startswith(".")
+                        else unlink(self, missing_ok=missing_ok))
+    monkeypatch.setattr(atomic, "atomic_write", lambda path, data: refused(Path(path).with_name(".tmp-x")))
+
+
+def test_an_earlier_corpus_is_reused_where_its_manifest_cannot_be_written(prepared, corpus_file, tok_dir,
+                                                                          monkeypatch, caplog):
+    """Reusing a corpus whose manifest predates the context-free perplexity, in a folder this user cannot write (a
+    read-only mount, another user's data folder), failed with an error naming a .tmp-manifest file, where earlier
+    versions reused it. The figure is computed and kept in memory (as pretraining does), the manifest left as it was."""
+    import logging
+
+    from linformer.data.corpus import read_manifest
+
+    out, m = prepared
+    older = {k: v for k, v in m.items() if k != "context_free_val_ppl"}
+    (out / "manifest.json").write_text(json.dumps(older))
+    _read_only(monkeypatch, out)
+    with caplog.at_level(logging.INFO):
+        again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert again["context_free_val_ppl"] == pytest.approx(m["context_free_val_ppl"], abs=1e-3)
+    assert read_manifest(str(out)) == older
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_killed_build_s_leftovers_that_cannot_be_removed_do_not_stop_a_reuse(prepared, corpus_file, tok_dir,
+                                                                                monkeypatch):
+    """A dead build's .building- lock or temporary in a data folder this user cannot write made every
+    prepare_corpus there fail (the sweep's removal raised), a reuse included. They are left as they are."""
+    import socket
+
+    from linformer.files.processes import process_place
+
+    out, m = prepared
+    here, gone = process_place(), 999999999  # above any pid_max: no process
+    leftovers = [out.with_name(".building-killed"), out.with_name(f".tmp-killed-{here}-{gone}"),
+                 out.with_name(f".tmp-{out.name}-{here}-{gone}")]  # the last: this output's own (remove_stale_temps)
+    leftovers[0].write_text(json.dumps({"pid": gone, "host": socket.gethostname(), "place": here, "since": "then"}))
+    for left in leftovers[1:]:
+        left.write_bytes(b"x")
+    _read_only(monkeypatch, out)
+    again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
+    assert again == m and all(left.exists() for left in leftovers)
