@@ -839,6 +839,12 @@ class Run:
         return f"{status} ({self.why})" if self.why and self.status in ("failed", "stopped") else status
 
     @property
+    def config_read(self) -> bool:
+        """Whether its config.yaml read (or is missing): a comparison of settings leaves out a run whose config.yaml
+        is damaged, whose empty config would differ from every other run's in every setting."""
+        return CONFIG not in self.damaged
+
+    @property
     def damage_line(self) -> str | None:
         """'config.yaml, run.json cannot be read': the files of its record the run is shown without; None for none."""
         return f"{', '.join(self.damaged)} cannot be read" if self.damaged else None

@@ -247,7 +247,9 @@ def available_metrics(digests: Iterable[Digest]) -> list[str]:
 def differing_settings(runs: list[Run]) -> list[str]:
     """The identity keys (``rundir.identity_diff``) in which runs of one stage differ, beyond what the config columns
     show (SHOWN_KEYS; the split of the global batch, SPLIT_KEYS, where the stage's runs share one), in first-seen
-    order: what else tells the runs compared apart (lr, seed, batch, steps, data)."""
+    order: what else tells the runs compared apart (lr, seed, batch, steps, data). A run whose config.yaml is damaged
+    (``Run.config_read``; shown marked damaged) is left out: its empty config would differ in every setting."""
+    runs = [r for r in runs if r.config_read]
     keys: dict[str, None] = {}
     for stage in dict.fromkeys(r.stage for r in runs):
         first, *others = staged = [r for r in runs if r.stage == stage]
@@ -282,10 +284,10 @@ def tokens_per_step_note(runs: list[Run], digests: list[Digest]) -> dict[str, st
         per_step = sorted({round(d.tokens_per_step) for _, d in staged})
         if len(per_step) < 2:
             continue
-        first = staged[0][0]
-        keys = sorted({k for r, _ in staged[1:] for k in identity_diff(first.config, r.config)
+        read = [r for r, _ in staged if r.config_read]  # a damaged config.yaml says no setting
+        keys = sorted({k for r in read[1:] for k in identity_diff(read[0].config, r.config)
                        if k in TOKENS_PER_STEP_KEYS})
-        settings = [f"{k} ({', '.join(sorted({_setting(r, k) or NULL for r, _ in staged}))})" for k in keys]
+        settings = [f"{k} ({', '.join(sorted({_setting(r, k) or NULL for r in read}))})" for k in keys]
         processes = {r.key_config.get("processes") for r, _ in staged}
         if len(processes) > 1:
             settings.append(f"processes ({', '.join(sorted(map(str, processes)))})")
@@ -321,8 +323,10 @@ def tokenizer_note(runs: list[Run], metrics: list[str]) -> str:
 
 def tokenizer_differences(runs: list[Run]) -> str:
     """The tokenizer keys (TOKENIZER_KEYS, paths as records name them) in which `runs` differ, with their values,
-    e.g. "data.tokenizer (a, b); data.vocab_size (16000, 8000)"; "" where they share one tokenizer."""
-    values = {k: sorted({str(recorded_paths(flatten(r.config).get(k))) for r in runs}) for k in TOKENIZER_KEYS}
+    e.g. "data.tokenizer (a, b); data.vocab_size (16000, 8000)"; "" where they share one tokenizer. A run whose
+    config.yaml is damaged (``Run.config_read``) names no tokenizer: it is left out."""
+    values = {k: sorted({str(recorded_paths(flatten(r.config).get(k))) for r in runs if r.config_read})
+              for k in TOKENIZER_KEYS}
     return "; ".join(f"{k} ({', '.join(v)})" for k, v in values.items() if len(v) > 1)
 
 

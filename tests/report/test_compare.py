@@ -897,3 +897,42 @@ def test_pretraining_runs_of_other_tokenizers_are_said_not_comparable_on_perplex
     assert "their val_ppl, loss are per token of different vocabularies" in note
     assert "Not comparable" not in compare_runs([ours, same], tmp_path / "cmp2", metrics=["val_ppl"])["table"]
     assert "Not comparable" not in compare_runs([ours, theirs], tmp_path / "cmp3", metrics=["tokens_per_s"])["table"]
+
+
+def _sweep_with_a_damaged_config(root, make_run, first: bool):
+    """Three pretraining runs that differ in trainer.lr alone (one tokenizer), and one more whose config.yaml does
+    not read while its run.json does (its stage is known): named to sort `first` or last."""
+    import json
+
+    import yaml
+
+    for i, lr in enumerate((1e-3, 2e-3, 3e-3)):
+        run = make_run(root, "pretrain", f"lr{i}", _pretrain_rows(1.0 + i))
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        config |= {"trainer": {"lr": lr, "batch_size": 8, "max_steps": 10},
+                   "data": {"tokenizer": "data/tokenizer", "vocab_size": 8000, "n": 128}}
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        (run / "run.json").write_text(json.dumps({"stage": "pretrain", "status": "complete"}))
+    bad = make_run(root, "pretrain", "0bad" if first else "zbad", _pretrain_rows(2.0))
+    (bad / "config.yaml").write_text("model: {name: tiny\n  projected_dim: [")
+    (bad / "run.json").write_text(json.dumps({"stage": "pretrain", "status": "complete"}))
+    return bad
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_damaged_config_leaves_the_other_runs_rows_as_they_were(tmp_path, make_run, caplog, first):
+    """One run whose config.yaml did not read among good ones: its empty config differed from theirs in every
+    setting, so every row got a column per identity key (20 -> 47 at sweep scale) and a false "differ in their
+    tokenizer" note. The run is shown marked damaged and left out of what the others differ in."""
+    from linformer.report.compare import differing_settings
+
+    bad = _sweep_with_a_damaged_config(tmp_path / "out", make_run, first)
+    runs = [load_run(p, rows=False) for p in find_runs([tmp_path / "out"])]
+    assert differing_settings(runs) == ["trainer.lr"]
+    table = compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=None)["table"]
+    header = table.splitlines()[0]
+    assert "| trainer.lr |" in header and "data." not in header and "trainer.max_steps" not in header
+    assert "tokenizer" not in table
+    assert f"{bad.name} (config.yaml cannot be read)" in table
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and said[0].startswith(f"{bad / 'config.yaml'} cannot be read")

@@ -667,3 +667,25 @@ def test_a_bad_watch_or_port_is_refused_where_argparse_reads_it(argv, line, tmp_
     assert stop.value.code == 2
     assert capsys.readouterr().err.splitlines()[0] == line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_config_leaves_the_other_runs_summaries_as_they_were(tmp_path, make_run):
+    """One run whose config.yaml did not read made every identity key a setting the runs differ in: each good run's
+    summary listed data.*, trainer.max_steps, ... (29 settings at sweep scale, not 2). It is left out of them."""
+    import yaml
+
+    outputs = tmp_path / "outputs"
+    for i, lr in enumerate((1e-3, 2e-3)):
+        run = make_run(outputs, "pretrain", f"lr{i}", [{"step": 1, "time": 1, "loss": 1.0}])
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        config |= {"trainer": {"lr": lr, "max_steps": 10, "warmup_steps": 2}, "data": {"tokenizer": "t"}}
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        _record(run, status="complete")
+    bad = make_run(outputs, "pretrain", "0bad", [{"step": 1, "time": 1, "loss": 2.0}])
+    (bad / "config.yaml").write_text("model: {name: tiny\n  projected_dim: [")
+    _record(bad, status="complete")
+    mirror_all(outputs, tmp_path / "tb", strict=True)
+    _, hparams = _text_and_hparams(tmp_path / "tb" / "pretrain" / "lr1")
+    assert hparams["lr"] == 2e-3 and not [k for k in hparams if k.startswith(("data.", "trainer."))], hparams
+    text, _ = _text_and_hparams(tmp_path / "tb" / "pretrain" / "0bad")
+    assert "| record | config.yaml cannot be read: shown without them |" in text
