@@ -101,9 +101,10 @@ def iter_metrics(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
 def metric_lines(path: str | Path, start: int = 0, whole_lines: bool = False
                  ) -> Iterator[tuple[dict[str, Any], int, str]]:
     """(row, the byte offset after its line, the line) for each row of a metrics.jsonl from byte offset `start` (a
-    line's start). A torn line (a run still writing, or killed mid-write) and blank lines are skipped with a warning
-    (once: ``mappings.warn_once``); with `whole_lines` the reading stops at a line without its newline, a row still
-    being written, to be read from there later (the dashboard's incremental mirror)."""
+    line's start), its step an int (``_metrics_row``). A line that is no such row (a torn line: a run still writing,
+    or killed mid-write; a hand-edited or another logger's row) is skipped with a warning (once:
+    ``mappings.warn_once``), and blank lines; with `whole_lines` the reading stops at a line without its newline, a
+    row still being written, to be read from there later (the dashboard's incremental mirror)."""
     path = Path(path)
     if not path.is_file():
         return
@@ -117,14 +118,29 @@ def metric_lines(path: str | Path, start: int = 0, whole_lines: bool = False
             line = raw.decode(errors="replace").strip()
             if not line:
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+            row, why = _metrics_row(line)
+            if row is None:
                 where = f"{path}:{i + 1}" if not start else f"{path} (byte {start}, line {i + 1} after it)"
-                warn_once(f"{where} is not JSON (a run still writing, or killed mid-line); skipped")
+                warn_once(f"{where} is no metrics row ({why}); skipped")
                 continue
-            if isinstance(row, dict) and "step" in row:
-                yield row, offset, line
+            yield row, offset, line
+
+
+def _metrics_row(line: str) -> tuple[dict[str, Any] | None, str]:
+    """(the row, "") of a metrics.jsonl line: a JSON object whose step is an integer (a float of one, as another
+    logger may write it, made an int); else (None, why): every reader takes int(row["step"]) as given."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None, "not JSON: a run still writing, or killed mid-line"
+    if not isinstance(row, dict) or "step" not in row:
+        return None, "not a JSON object with a step"
+    step = row["step"]
+    if isinstance(step, float) and step.is_integer():
+        row["step"] = step = int(step)
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None, f"its step {json.dumps(step)[:40]} is not an integer"
+    return row, ""
 
 
 class MetricsWriter:

@@ -240,7 +240,7 @@ def _append_events(src: Path, out_dir: Path, state: dict, run: Run | None, first
             values = [Summary.Value(tag=tag, simple_value=value) for tag, value in _scalars(row, stage).items()
                       if not math.isnan(value)]
             if values:
-                _write_event(records, Event(wall_time=base + float(row.get("time") or 0.0), step=int(row["step"]),
+                _write_event(records, Event(wall_time=base + _seconds(row.get("time")), step=row["step"],
                                             summary=Summary(value=values)))
             written += 1
         if reported is not None:
@@ -251,6 +251,12 @@ def _append_events(src: Path, out_dir: Path, state: dict, run: Run | None, first
                                                 summary=Summary(value=values)))
         f.flush()
     return written, offset, last
+
+
+def _seconds(time_: object) -> float:
+    """A row's `time` (seconds since the run started), 0 where it is no number (a hand-edited or another logger's
+    row): a point is drawn at its step whatever its time says."""
+    return float(time_) if isinstance(time_, (int, float)) and not isinstance(time_, bool) else 0.0
 
 
 def _write_event(records, event) -> None:

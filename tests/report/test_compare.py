@@ -936,3 +936,18 @@ def test_a_damaged_config_leaves_the_other_runs_rows_as_they_were(tmp_path, make
     assert f"{bad.name} (config.yaml cannot be read)" in table
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(said) == 1 and said[0].startswith(f"{bad / 'config.yaml'} cannot be read")
+
+
+def test_a_row_whose_step_is_no_integer_is_skipped_not_a_traceback(tmp_path, make_run, caplog):
+    """`"step": "abc"` (a hand-edited file, another logger) crashed compare_runs in int(), and `"step": null` with a
+    TypeError: the whole comparison lost. Such rows are skipped as a torn line is, with a warning naming the file."""
+    run = make_run(tmp_path / "out", "pretrain", "a", _pretrain_rows(1.0))
+    with (run / "metrics.jsonl").open("a") as f:
+        for step in ('"abc"', "null", "true", "2.5", "[3]"):
+            f.write(f'{{"step": {step}, "loss": 0.5}}\n')
+        f.write('{"step": 11.0, "loss": 0.25}\n')  # an integer written as a float is one
+    table = compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=None)["table"]
+    row = next(line for line in table.splitlines() if line.startswith("| a |"))
+    assert "| 11 |" in row and "0.25 (best)" in row
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said and all(line.startswith(str(run / "metrics.jsonl")) for line in said)

@@ -689,3 +689,14 @@ def test_a_damaged_config_leaves_the_other_runs_summaries_as_they_were(tmp_path,
     assert hparams["lr"] == 2e-3 and not [k for k in hparams if k.startswith(("data.", "trainer."))], hparams
     text, _ = _text_and_hparams(tmp_path / "tb" / "pretrain" / "0bad")
     assert "| record | config.yaml cannot be read: shown without them |" in text
+
+
+def test_a_row_whose_step_is_no_integer_is_skipped_and_the_other_runs_mirrored(tmp_path, make_run):
+    """`"step": null` ended --mirror-only in a TypeError (mirror_all catches OSError and ValueError): one such run
+    stopped the whole mirror. Such rows are skipped, as a torn line is."""
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "pretrain", "good", [{"step": 1, "time": 1, "loss": 1.0}])
+    make_run(outputs, "pretrain", "odd", [{"step": None, "loss": 2.0}, {"step": "abc", "loss": "x"},
+                                          {"step": 2, "time": [1], "loss": 3.0}])
+    assert mirror_all(outputs, tmp_path / "tb", strict=True) == {"pretrain/good": 1, "pretrain/odd": 1}
+    assert _scalars(tmp_path / "tb" / "pretrain" / "odd")["train/loss"] == [(2, 3.0)]
