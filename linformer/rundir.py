@@ -102,28 +102,34 @@ def metric_lines(path: str | Path, start: int = 0, whole_lines: bool = False
                  ) -> Iterator[tuple[dict[str, Any], int, str]]:
     """(row, the byte offset after its line, the line) for each row of a metrics.jsonl from byte offset `start` (a
     line's start), its step an int (``_metrics_row``). A line that is no such row (a torn line: a run still writing,
-    or killed mid-write; a hand-edited or another logger's row) is skipped with a warning (once:
-    ``mappings.warn_once``), and blank lines; with `whole_lines` the reading stops at a line without its newline, a
-    row still being written, to be read from there later (the dashboard's incremental mirror)."""
+    or killed mid-write; a hand-edited or another logger's row) is skipped, and blank lines; the skipped ones are
+    one warning per file when the reading ends, with their count and the first's line (once: ``mappings.warn_once``),
+    never a line each (a damaged file has thousands). With `whole_lines` the reading stops at a line without its
+    newline, a row still being written, to be read from there later (the dashboard's incremental mirror)."""
     path = Path(path)
     if not path.is_file():
         return
     offset = start
-    with path.open("rb") as f:
-        f.seek(start)
-        for i, raw in enumerate(f):
-            if whole_lines and not raw.endswith(b"\n"):
-                return
-            offset += len(raw)
-            line = raw.decode(errors="replace").strip()
-            if not line:
-                continue
-            row, why = _metrics_row(line)
-            if row is None:
-                where = f"{path}:{i + 1}" if not start else f"{path} (byte {start}, line {i + 1} after it)"
-                warn_once(f"{where} is no metrics row ({why}); skipped")
-                continue
-            yield row, offset, line
+    skipped, first = 0, ""
+    try:
+        with path.open("rb") as f:
+            f.seek(start)
+            for i, raw in enumerate(f):
+                if whole_lines and not raw.endswith(b"\n"):
+                    return
+                offset += len(raw)
+                line = raw.decode(errors="replace").strip()
+                if not line:
+                    continue
+                row, why = _metrics_row(line)
+                if row is None:
+                    skipped += 1
+                    first = first or f"line {i + 1}{f' after byte {start}' if start else ''}: {why}"
+                    continue
+                yield row, offset, line
+    finally:
+        if skipped:
+            warn_once(f"{path}: {skipped} line{'s' * (skipped != 1)} skipped, not a metrics row (the first, {first})")
 
 
 def _metrics_row(line: str) -> tuple[dict[str, Any] | None, str]:

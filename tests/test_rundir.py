@@ -786,3 +786,18 @@ def test_a_run_whose_output_was_closed_is_recorded_stopped_not_failed(tmp_path, 
     _record_end(other, BrokenPipeError(32, "Broken pipe"))
     assert other.info()["status"] == "failed"
     other.release()
+
+
+def test_a_damaged_metrics_file_is_one_warning_with_its_count_not_one_per_line(tmp_path, caplog):
+    """20 KB of garbage in a metrics.jsonl printed 80 warnings, one per bad line (a long file thousands, hiding the
+    other warnings): one per file now, with how many lines were skipped and the first of them."""
+    import random
+
+    path = tmp_path / "metrics.jsonl"
+    rows = "".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in (1, 2))
+    garbage = "".join(f"{random.Random(i).getrandbits(64):x}{{\n" for i in range(300))
+    path.write_text(rows + garbage + '{"step": null, "loss": 2.0}\n' + json.dumps({"step": 3, "loss": 0.5}) + "\n")
+    assert [r["step"] for r in read_metrics(path)] == [1, 2, 3]
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [(f"{path}: 301 lines skipped, not a metrics row (the first, line 3: not JSON: a run still "
+                     "writing, or killed mid-line)")]
