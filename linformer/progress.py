@@ -12,7 +12,9 @@ import contextlib
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from time import monotonic
+from typing import TypeVar
 
 
 def progress_to_log_file() -> bool:
@@ -43,6 +45,32 @@ def progress_said(line: str) -> None:
     if logging.root.manager.disable >= logging.INFO:
         return
     print(line, file=sys.stderr, flush=True)
+
+
+T = TypeVar("T")
+# How often a log file gets a plain line of work over many items (``progress_over``), in seconds
+SAID_EVERY_S = 30.0
+
+
+def progress_over(items: Sequence[T], desc: str, unit: str, delay: float = 1.0, leave: bool = True,
+                  every_s: float = SAID_EVERY_S) -> Iterator[T]:
+    """Each of `items`, with the progress of the work over them: on a terminal a bar (``progress_bar``), drawn once
+    the work has taken `delay` seconds (a quick pass draws none), left on screen after it where `leave`; in a log
+    file (``progress_to_log_file``) a plain line ``<desc>: 120 of 400 <unit> (95 s)`` every `every_s` seconds,
+    none for a pass quicker than that."""
+    if not progress_to_log_file():
+        with progress_bar(total=len(items), desc=desc, unit=f" {unit}", delay=delay, leave=leave) as bar:
+            for item in items:
+                yield item
+                bar.update()
+        return
+    start = last = monotonic()
+    for n, item in enumerate(items, 1):
+        yield item
+        now = monotonic()
+        if now - last >= every_s and n < len(items):
+            progress_said(f"{desc}: {n:,} of {len(items):,} {unit} ({now - start:.0f} s)")
+            last = now
 
 
 @contextlib.contextmanager

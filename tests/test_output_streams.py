@@ -56,3 +56,17 @@ def test_a_plan_s_job_header_is_on_stderr_with_the_job_s_output(tmp_path, capfd)
     assert said.out == "made it\n"
     header, progress = said.err.splitlines()[-2:]
     assert header.startswith("==> say: ") and progress == "progress"
+
+
+def test_work_over_many_items_draws_a_bar_on_a_terminal_and_plain_lines_in_a_log_file(monkeypatch, capsys):
+    """progress_over (compare_runs' reading, the dashboard's mirror): a bar on stderr where it is a terminal; in a
+    log file a plain line every SAID_EVERY_S seconds and none for a quicker pass."""
+    from linformer import progress
+
+    monkeypatch.setattr(progress, "progress_to_log_file", lambda: False)
+    assert list(progress.progress_over([1, 2, 3], "reading", "runs", delay=0)) == [1, 2, 3]
+    said = capsys.readouterr()
+    assert said.out == "" and "reading: 100%" in said.err and "3/3" in said.err
+    monkeypatch.setattr(progress, "progress_to_log_file", lambda: True)
+    assert list(progress.progress_over([1, 2, 3], "reading", "runs")) == [1, 2, 3]  # quick: no line
+    assert capsys.readouterr().err == ""

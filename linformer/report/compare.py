@@ -33,6 +33,7 @@ from ..files.runs import METRICS as METRICS_FILE
 from ..files.tables import table_lines, table_row
 from ..modeling.values import projects_keys
 from ..optional import import_needed
+from ..progress import progress_over
 from ..rundir import (
     Run,
     find_runs,
@@ -836,7 +837,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     wanted = list(metrics or default_metrics())
     plotted = list(plot_metrics) if plot_metrics else wanted
     # every metric keeps its thinned series: the table reads it at equal tokens (``value_at_tokens``)
-    digests = [digest(iter_metrics(r.path / METRICS_FILE), {*wanted, *plotted}, {*wanted, *plotted}) for r in runs]
+    digests = [digest(iter_metrics(r.path / METRICS_FILE), {*wanted, *plotted}, {*wanted, *plotted})
+               for r in progress_over(runs, "compare_runs: reading", "runs")]
     logged = logged_metrics(digests)
     for flag, asked in (("--metrics", metrics), ("--plot", plot_metrics)):
         missing = [m for m in asked or [] if m not in logged]

@@ -57,6 +57,7 @@ from ..files.outputs import MANIFEST, check_output_dir, made_by
 from ..files.runs import METRICS, MODEL_DIR, RESULTS
 from ..files.tables import table_lines
 from ..optional import import_needed
+from ..progress import progress_over
 from ..rundir import (
     RECORD_FILES,
     Run,
@@ -395,7 +396,8 @@ def mirror_all(outputs: str | Path, logdir: str | Path | None = None, strict: bo
     written, failed = {}, []
     run_dirs = list(find_runs([outputs]))
     settings = differing_settings(_loaded(run_dirs))
-    for run_dir in run_dirs:
+    # the bar goes when the pass ends: the live dashboard passes every few seconds, and a quick pass draws none
+    for run_dir in progress_over(run_dirs, "dashboard: mirroring", "runs", leave=False):
         rel = run_dir.relative_to(outputs.resolve())
         try:
             written[str(rel)] = mirror_run(run_dir, logdir / rel, settings)

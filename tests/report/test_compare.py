@@ -951,3 +951,22 @@ def test_a_row_whose_step_is_no_integer_is_skipped_not_a_traceback(tmp_path, mak
     assert "| 11 |" in row and "0.25 (best)" in row
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert said and all(line.startswith(str(run / "metrics.jsonl")) for line in said)
+
+
+def _clock(monkeypatch, step_s: float = 31.0):
+    """progress_over's clock, advanced `step_s` seconds at each reading: a slow pass without the wait."""
+    from linformer import progress
+
+    ticks = iter(range(0, 10_000))
+    monkeypatch.setattr(progress, "monotonic", lambda: step_s * next(ticks))
+
+
+def test_reading_many_runs_says_how_far_it_is_in_a_log_file(tmp_path, make_run, monkeypatch, capsys):
+    """compare_runs said nothing for 2+ minutes while it read 400 runs: a user could not tell slow from hung. Where
+    stderr is a log file it says a plain line every 30 s (a terminal gets a bar)."""
+    for name in ("a", "b", "c"):
+        make_run(tmp_path / "out", "pretrain", name, _pretrain_rows(1.0))
+    _clock(monkeypatch)
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=None)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("compare_runs: reading")]
+    assert said == ["compare_runs: reading: 1 of 3 runs (31 s)", "compare_runs: reading: 2 of 3 runs (62 s)"]

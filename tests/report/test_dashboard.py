@@ -700,3 +700,18 @@ def test_a_row_whose_step_is_no_integer_is_skipped_and_the_other_runs_mirrored(t
                                           {"step": 2, "time": [1], "loss": 3.0}])
     assert mirror_all(outputs, tmp_path / "tb", strict=True) == {"pretrain/good": 1, "pretrain/odd": 1}
     assert _scalars(tmp_path / "tb" / "pretrain" / "odd")["train/loss"] == [(2, 3.0)]
+
+
+def test_mirroring_many_runs_says_how_far_it_is_in_a_log_file(tmp_path, make_run, monkeypatch, capsys):
+    """The first mirror of 300 runs said nothing for 4+ minutes. Where stderr is a log file it says a plain line
+    every 30 s (a terminal gets a bar, gone when the pass ends: the live dashboard passes every few seconds)."""
+    from linformer import progress
+
+    outputs = tmp_path / "outputs"
+    for name in ("a", "b", "c"):
+        make_run(outputs, "pretrain", name, [{"step": 1, "time": 1, "loss": 1.0}])
+    ticks = iter(range(10_000))
+    monkeypatch.setattr(progress, "monotonic", lambda: 31.0 * next(ticks))
+    mirror_all(outputs, tmp_path / "tb", strict=True)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dashboard: mirroring")]
+    assert said == ["dashboard: mirroring: 1 of 3 runs (31 s)", "dashboard: mirroring: 2 of 3 runs (62 s)"]
