@@ -542,10 +542,10 @@ class RunRecord:
             attempt = {"status": previous, "started": info.get("started"), **begun, **ended}
             if (last := self._last_logged_step()) is not None:
                 attempt["last_logged_step"] = last
-                if last > step:
-                    log.warning("the %s attempt started %s had logged step %d: steps %d-%d (%d) are run again from "
-                                "the checkpoint of step %d", previous, info.get("started"), last, step + 1, last,
-                                last - step, step)
+                if last > step:  # step 0: no checkpoint was there, the steps are run from the start
+                    log.warning("the %s attempt started %s had logged step %d: steps %d-%d (%d) are run again from %s",
+                                previous, info.get("started"), last, step + 1, last, last - step,
+                                f"the checkpoint of step {step}" if step else "the start (it left no checkpoint)")
             info.setdefault("attempts", []).append(attempt)
         for key, (old, new) in self.allowed_changes.items():
             info["changes"].append({"step": step, "key": key, "from": old, "to": new})

@@ -329,6 +329,23 @@ def test_a_killed_attempt_records_how_far_it_got_and_the_start_says_which_steps_
     assert "had logged step 716: steps 535-716 (182) are run again from the checkpoint of step 534" in caplog.text
 
 
+
+def test_a_killed_attempt_without_a_checkpoint_says_its_steps_run_again_from_the_start(tmp_path, caplog):
+    """A SIGKILL at step 21 before the first checkpoint: the next attempt starts at step 0, and there is no
+    checkpoint of step 0 to name."""
+    run = tmp_path / "run"
+    record = RunRecord(run, "pretrain")
+    record.claim(CONFIG)
+    record.start(CONFIG, step=0)
+    MetricsWriter(run, None).log(21, {"loss": 1.0})
+    record.lock.path.unlink()
+    again = RunRecord(run, "pretrain")
+    again.claim(CONFIG)
+    again.start(CONFIG, step=0)
+    again.release()
+    assert "steps 1-21 (21) are run again from the start (it left no checkpoint)" in caplog.text
+    assert "checkpoint of step 0" not in caplog.text
+
 def _lock_of(run_dir, pid, host=None, place=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     holder = {"pid": pid, "host": host or socket.gethostname(), "since": "then", **({"place": place} if place else {})}
