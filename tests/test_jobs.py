@@ -378,3 +378,28 @@ def test_the_plan_s_report_ends_as_the_jobs_do_on_a_signal(monkeypatch, capsys, 
     assert capsys.readouterr().err.startswith("stopped: stopped by SIGTERM while writing the report")
     monkeypatch.setattr(subprocess, "run", lambda argv, **k: subprocess.CompletedProcess(argv, 2))
     assert frontend.write_report([]) == 2
+
+
+def test_a_stopped_or_killed_report_names_the_command_that_writes_it_alone(monkeypatch, capsys):
+    """After a plan's jobs are done, its report stopped or killed: "run the same command again" with --rows N ran the
+    next N rows (the finished row no longer counts as to-do) before any table; the line names --report-only."""
+    from linformer.experiments import frontend
+    from linformer.files.locations import repo_root
+    from linformer.shell import script_command
+
+    given = ["--profile", "toy", "--under", "/tmp/my runs", "--rows", "1"]
+    monkeypatch.setattr(sys, "argv", [str(repo_root() / "scripts" / "reproduce_scratch.py"), *given])
+    alone = script_command("reproduce_scratch", *given, "--report-only")
+    monkeypatch.setattr(subprocess, "run", lambda argv, **k: subprocess.CompletedProcess(argv, -signal.SIGKILL))
+    assert frontend.write_report([]) == 128 + signal.SIGKILL
+    err = capsys.readouterr().err
+    assert f"write it alone with {alone} (the same command without --report-only would first run" in err
+    assert "run the same command again" not in err
+
+    def interrupted(argv, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "run", interrupted)
+    assert frontend.write_report([]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("stopped: stopped by SIGINT") and f"write it alone with {alone} " in err

@@ -17,7 +17,7 @@ from ..data.io import default_data_mirror
 from ..data.task_readers import check_task_files
 from ..errors import ConfigError, LinformerError, stopped_status
 from ..files.hashing import hashed_once
-from ..files.locations import repo_root, script
+from ..files.locations import repo_root, script, started_script
 from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, stopped_by, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
@@ -85,12 +85,25 @@ def write_report(report: list[str]) -> int:
             rc = subprocess.run([sys.executable, script("table2", REPO), *report], cwd=REPO, check=False).returncode
     except KeyboardInterrupt as err:
         print(f"stopped: stopped by {signal_words(getattr(err, 'signum', signal.SIGINT))} while writing the report: "
-              "the finished jobs are kept; run the same command again to write it", file=sys.stderr)
+              f"the finished jobs are kept; {report_again()}", file=sys.stderr)
         return interrupt_status(err)
     if rc < 0:
-        print(f"error: the report (scripts/table2.py) was {exit_words(rc)}: run the same command again to write it",
-              file=sys.stderr)
+        print(f"error: the report (scripts/table2.py) was {exit_words(rc)}: {report_again()}", file=sys.stderr)
     return child_status(rc)
+
+
+def report_again() -> str:
+    """How to write a stopped or killed report: the command this process was started as with --report-only
+    (``locations.started_script``), since the same command without it first runs the jobs it plans then, which
+    after a `--rows N` slice are the next N rows not complete (a whole slice of GPU time before any table)."""
+    started = started_script()
+    if started is None:  # Python called the plan: no command line to repeat
+        return "write it alone with the plan's command and --report-only"
+    given = sys.argv[1:]
+    if "--report-only" in given:
+        return f"write it with the same command: {script_command(started.stem, *given)}"
+    return (f"write it alone with {script_command(started.stem, *given, '--report-only')} (the same command without "
+            "--report-only would first run the jobs left: with --rows N, the next N rows not complete)")
 
 
 def tasks_to_run(todo: list[Job]) -> list[str]:
