@@ -189,7 +189,11 @@ def test_a_stopped_demo_is_exit_130_and_says_its_runs_start_over(tmp_path, monke
 
     monkeypatch.setattr(demo.frontend, "run_jobs", stop)
     assert demo.run([], under=tmp_path) == 130
-    assert "stopped: the demo's runs start over" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "stopped: the demo's runs start over" in err
+    # a stopped finetune's own line just above says "Resume with the same command (...)": the demo's says why it
+    # does not, and which command does
+    assert "a checkpoint a job saved is not used by the demo (the job's own command resumes from it)" in err
 
 
 def test_an_empty_under_is_refused_not_taken_for_the_checkout(capsys, monkeypatch):
@@ -400,6 +404,23 @@ def test_the_summary_says_not_measured_without_a_start_evaluation(tmp_path, caps
     else:
         assert summary["val_ppl_before_pretraining"] == pytest.approx(1096.6, abs=0.1)
         assert "1,096.6 before pretraining -> inf after 3 steps" in out
+
+
+def test_the_summary_s_wall_times_say_which_kept_jobs_they_leave_out(tmp_path, capsys):
+    """Run again after a stop, the demo keeps its tokenizer and corpus: its wall times (and total) are the jobs this
+    command ran, and the printed line said nothing of the ones left out."""
+    from linformer.jobs import Job
+
+    runs = _finished_demo_runs(tmp_path)
+    jobs = [Job(name, ["python"], tmp_path / name) for name in ("tokenizer", "prepare_corpus", *demo.RUNS)]
+    summary = demo.summarize(jobs, runs, {"pretrain": 47.0, "finetune_sst2": 98.1, "total": 146.1},
+                             tmp_path / "summary.json")
+    assert summary["wall_time_s"]["total"] == 146.1
+    assert ("pretrain 47.0, finetune_sst2 98.1, total 146.1 (this command's jobs; tokenizer, prepare_corpus kept "
+            "from an earlier one, not counted)") in capsys.readouterr().out
+    every = {"tokenizer": 1.0, "prepare_corpus": 2.0, "pretrain": 3.0, "finetune_sst2": 4.0, "total": 10.0}
+    demo.summarize(jobs, runs, every, tmp_path / "summary.json")
+    assert capsys.readouterr().out.rstrip().endswith("finetune_sst2 4.0, total 10.0")
 
 
 def test_the_demo_reads_each_source_text_once_for_all_its_done_checks(tmp_path, monkeypatch):

@@ -3,7 +3,8 @@
 Runs the real command lines one after another through the job runner (each printed before it runs; a tokenizer
 and corpus already built are kept, the demo's pretraining and finetuning runs start over: their folders are deleted,
 refused where they hold anything their run did not write), then writes
-outputs/demo/summary.json: perplexity before and after pretraining, SST-2 dev accuracy and wall times.
+outputs/demo/summary.json: perplexity before and after pretraining, SST-2 dev accuracy and wall times (of the jobs
+the command ran).
 Extra arguments are Hydra overrides for the pretraining job (e.g. trainer.max_steps=100).
 """
 
@@ -184,7 +185,10 @@ def run(extra: list[str], under: Path | None = None, dry_run: bool = False) -> i
         remove_demo_run(run_dir)
     (REPO / where.outputs("demo/summary.json")).unlink(missing_ok=True)  # it described the runs just removed
     t0 = time.perf_counter()
-    rc, times = frontend.run(jobs, 1, None, stopped=f"stopped: the demo's runs start over. {again}")
+    rc, times = frontend.run(jobs, 1, None, stopped=(
+        "stopped: the demo's runs start over: run it again and it keeps the tokenizer and corpus it built but runs its "
+        "pretraining and finetuning from the start; a checkpoint a job saved is not used by the demo (the job's own "
+        "command resumes from it)"))
     if rc:
         return rc
     summarize(jobs, runs, {**times, "total": round(time.perf_counter() - t0, 1)}, REPO / where.outputs("demo/summary.json"))
@@ -224,8 +228,16 @@ def summarize(jobs: list[Job], runs: list[Path], times: dict[str, float], path: 
         f"{perplexity_text(after)} after {pre['steps']} steps ({pre['tokens']:,} tokens)\n"
         f"  SST-2 dev accuracy:    {100 * summary['sst2_dev_accuracy']:.1f}% "
         f"({fin['num_eval_examples']} examples, finetuned on {fin['num_train_examples']:,})\n"
-        "  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items()))
+        "  wall time (s):         " + ", ".join(f"{k} {v}" for k, v in summary["wall_time_s"].items())
+        + _kept_note(jobs, times))
     return summary
+
+
+def _kept_note(jobs: list[Job], times: dict[str, float]) -> str:
+    """What the wall times leave out: the jobs an earlier command finished (the tokenizer, the corpus), kept, not
+    run by this one (whose times, and total, are all that wall_time_s holds)."""
+    kept = [s.name for s in jobs if s.name not in times]
+    return f" (this command's jobs; {', '.join(kept)} kept from an earlier one, not counted)" if kept else ""
 
 
 def recorded_numbers(run_dir: Path, name: str, keys: tuple[str, ...], optional: tuple[str, ...] = ()
