@@ -74,23 +74,30 @@ def progress_over(items: Sequence[T], desc: str, unit: str, delay: float = 1.0, 
 
 
 @contextlib.contextmanager
-def said_every(seconds: float, line: Callable[[], str]) -> Iterator[None]:
-    """In the block, ``progress_said(line())`` every `seconds`, from a thread of this process: the plain lines of work
-    whose loop is another library's (``datasets.map``, its worker processes too), which a log file gets in place of
-    its bar. `line` reads what the work has done so far; the thread ends with the block, however it ends."""
+def every(seconds: float, action: Callable[[], None], name: str) -> Iterator[None]:
+    """In the block, `action()` every `seconds` from a thread of this process (named `name`), for work whose loop is
+    another's (a library's, a child process's); the thread ends with the block, however the block ends, after the
+    call under way."""
     ended = threading.Event()
 
-    def say_each() -> None:
+    def act_each() -> None:
         while not ended.wait(seconds):
-            progress_said(line())
+            action()
 
-    thread = threading.Thread(target=say_each, name="progress lines", daemon=True)
+    thread = threading.Thread(target=act_each, name=name, daemon=True)
     thread.start()
     try:
         yield
     finally:
         ended.set()
         thread.join()
+
+
+def said_every(seconds: float, line: Callable[[], str]):
+    """In the block, ``progress_said(line())`` every `seconds` (``every``): the plain lines of work whose loop is
+    another library's (``datasets.map``, its worker processes too), which a log file gets in place of its bar. `line`
+    reads what the work has done so far."""
+    return every(seconds, lambda: progress_said(line()), "progress lines")
 
 
 @contextlib.contextmanager

@@ -78,7 +78,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,6 +95,7 @@ from ..files.locations import repo_root
 from ..files.outputs import check_output_files, made_by
 from ..files.runs import CONFIG, METRICS, RUN, SUMMARY
 from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
+from ..progress import every
 from ..rundir import code_revision, copy_record
 from ..script_help import description
 from ..signals import interrupt_status
@@ -373,29 +373,23 @@ def deliver_while(patterns: tuple[str, ...], work: Path, dest: Path | None, log_
     if dest is None:
         yield
         return
-    ended = threading.Event()
     records = tuple(p for p in patterns if not p.endswith(".log"))  # the job logs grow all along: they ride along
+    seen, logged, last = _fingerprint(records), 0, time.monotonic()
 
     def deliver() -> None:
-        seen, logged, last = _fingerprint(records), 0, time.monotonic()
-        while not ended.wait(DELIVER_EVERY_S):
-            try:
-                now, size = _fingerprint(records), log_path.stat().st_size
-                if now != seen or (size != logged and time.monotonic() - last >= LOG_EVERY_S):
-                    copy_back(patterns, work / "repo")
-                    archive(work, dest, warned)
-                    seen, logged, last = now, size, time.monotonic()
-            except (OSError, LinformerError) as err:  # a copy that failed: the target's own end copies again
-                print(f"warning: the records could not be archived while the target ran ({err})", file=sys.stderr,
-                      flush=True)
+        nonlocal seen, logged, last
+        try:
+            now, size = _fingerprint(records), log_path.stat().st_size
+            if now != seen or (size != logged and time.monotonic() - last >= LOG_EVERY_S):
+                copy_back(patterns, work / "repo")
+                archive(work, dest, warned)
+                seen, logged, last = now, size, time.monotonic()
+        except (OSError, LinformerError) as err:  # a copy that failed: the target's own end copies again
+            print(f"warning: the records could not be archived while the target ran ({err})", file=sys.stderr,
+                  flush=True)
 
-    courier = threading.Thread(target=deliver, name="deliver_while", daemon=True)
-    courier.start()
-    try:
+    with every(DELIVER_EVERY_S, deliver, "deliver_while"):
         yield
-    finally:
-        ended.set()
-        courier.join()
 
 
 def archive(folder: Path, dest: Path, warned: set | None = None) -> None:
