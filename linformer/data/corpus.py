@@ -56,7 +56,7 @@ from .io import (
     text_states,
 )
 from .tokenizer import check_sequence_room, encoding_of, load_tokenizer, part_differences, tokenizer_hash
-from .unigram import frequency_perplexities
+from .unigram import corpus_perplexities
 from .workers import children_die_with_parent
 
 log = logging.getLogger(__name__)
@@ -803,7 +803,7 @@ def _with_context_free(out: Path, manifest: dict, tokenizer_dir: str) -> dict:
 
     tok = load_tokenizer(tokenizer_dir)
     dd = datasets.load_from_disk(str(out))
-    _, context_free = frequency_perplexities(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
+    _, context_free = corpus_perplexities(dd, tok)
     manifest = {**manifest, "context_free_val_ppl": round(context_free, 4)}
     try:
         write_json(out / MANIFEST, manifest)
@@ -915,7 +915,7 @@ def _build(srcs: list[SourceText], tokenizer_dir: str, tmp: Path, settings: dict
     with third_party_bars_off(lines):
         dd.save_to_disk(str(tmp), num_shards={k: 1 for k, v in dd.items() if len(v) == 0} or None)
     # once per corpus, not at every pretraining start: the plateau its runs are reported against
-    baselines = frequency_perplexities(dd["train"], dd["validation"], len(tok), tok.all_special_ids)
+    baselines = corpus_perplexities(dd, tok)
     del dd, tokd, paras
     t_pack = time.perf_counter() - t0
     shutil.rmtree(work)

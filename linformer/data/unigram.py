@@ -129,5 +129,12 @@ def frequency_perplexities(train, validation, vocab_size: int, special_ids: list
             math.exp(_context_free_nats(train_counts, val_counts, allowed, shares)))
 
 
-__all__ = ["PLATEAU_RATIO", "context_free_perplexity", "frequency_perplexities", "mlm_input_shares", "on_plateau",
-           "unigram_perplexity"]
+def corpus_perplexities(splits, tokenizer) -> tuple[float, float]:
+    """``frequency_perplexities`` of a prepared corpus (its "train" and "validation" splits) under the tokenizer that
+    made it: its vocabulary and special ids. The one call of prepare_corpus (once per corpus), of its reuse of an
+    older manifest and of a pretraining start on one."""
+    return frequency_perplexities(splits["train"], splits["validation"], len(tokenizer), tokenizer.all_special_ids)
+
+
+__all__ = ["PLATEAU_RATIO", "context_free_perplexity", "corpus_perplexities", "frequency_perplexities",
+           "mlm_input_shares", "on_plateau", "unigram_perplexity"]

@@ -23,7 +23,7 @@ from ..data.corpus import check_corpus_settings, read_manifest
 from ..data.io import load_auto
 from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
-from ..data.unigram import PLATEAU_RATIO, frequency_perplexities, on_plateau
+from ..data.unigram import PLATEAU_RATIO, corpus_perplexities, on_plateau
 from ..errors import ConfigError
 from ..files.hashing import check_inputs_unchanged, input_states
 from ..files.runs import MODEL_DIR
@@ -159,8 +159,7 @@ class PretrainTask(BlockStreamTask):
         self.unigram_val_ppl = manifest["unigram_val_ppl"]  # load_prepared checked it is there
         self.context_free_val_ppl = manifest.get("context_free_val_ppl")
         if self.context_free_val_ppl is None and self.unigram_val_ppl is not None:  # a manifest that predates it
-            self.context_free_val_ppl = frequency_perplexities(data["train"], data["validation"], len(self.tokenizer),
-                                                               self.tokenizer.all_special_ids)[1]
+            self.context_free_val_ppl = corpus_perplexities(data, self.tokenizer)[1]
 
     def micro_batch(self, g: int) -> dict[str, torch.Tensor]:
         return self._host_ready(self.train_stream.micro_batch(g))
