@@ -181,7 +181,9 @@ class PretrainTask(BlockStreamTask):
     def loss(self, model, batch) -> torch.Tensor:
         if self.slots is None:
             return model(**batch).loss
-        return model(**batch, prediction_slots=self.slots).loss
+        # a short batch (the held-out split's last, when the batch size does not divide it) may have fewer positions
+        # than the slots: it takes all of them (one more shape to compile; the loss is the same mean over targets)
+        return model(**batch, prediction_slots=min(self.slots, batch["labels"].numel())).loss
 
     def epoch_of(self, step: int) -> float:
         return step * self.accum / self.train_stream.batches_per_epoch

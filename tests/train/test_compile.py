@@ -76,6 +76,16 @@ def test_a_batch_with_more_targets_than_slots_raises_them_and_says_so(tiny_data,
     assert summary["final_val_loss"] is not None
 
 
+def test_a_short_last_validation_batch_with_fewer_positions_than_the_slots_is_evaluated(tiny_data, tmp_path):
+    """The slots are sized from the training batch; 9 held-out blocks at batch 8 end with a 1-block batch, fewer
+    positions than the slots: it is scored (every position a slot), not refused, and the loss is the eager run's."""
+    short = ("trainer.eval_blocks=9", "trainer.max_steps=3")
+    eager = pretrain(compose_pretrain(tiny_data, *NO_DROPOUT, *short), tmp_path / "eager")
+    compiled = pretrain(compose_pretrain(tiny_data, *NO_DROPOUT, *short, "trainer.compile=true",
+                                         "trainer.compile_backend=eager"), tmp_path / "compiled")
+    assert compiled["final_val_loss"] == pytest.approx(eager["final_val_loss"], rel=1e-5)
+
+
 @pytest.mark.slow
 def test_inductor_compiled_pretraining_matches_eager_on_cpu(tiny_data, tmp_path):
     """The real compiler (inductor, C++ kernels on CPU): its fused kernels round differently, so the losses of 12
