@@ -541,12 +541,16 @@ def _check_rebuilt(folder: Path, loaded, saved: Mapping | None = None) -> None:
 # Settings of a tokenizer's components that tokenizer_config.json may switch (Metaspace's prepend_scheme follows
 # add_prefix_space): their values may differ between a tokenizer.json and the tokenizer loaded from it
 _SWITCHES = ("prepend_scheme",)
+# Settings whose unset value (null) works as one value of theirs, giving the same ids: a BPE's empty prefix or suffix
+# adds nothing to a piece, and a dropout of 0 drops no merge (a tokenizer built with the tokenizers library saves null
+# where transformers' rebuilt one has "" and 0.0). Another value, or null against "##", changes the ids.
+_UNSET_AS = {"continuing_subword_prefix": "", "end_of_word_suffix": "", "dropout": 0.0}
 
 
 def _alike(a, b, key: str = "") -> bool:
     """Whether the part `b` of a loaded tokenizer's serialisation is `a`, its tokenizer.json's, but for switches:
     true, false or unset (or a _SWITCHES value), which tokenizer_config.json's settings may change; merges written
-    as "a b" or [a, b] alike."""
+    as "a b" or [a, b] alike; unset and the value that means the same (_UNSET_AS) alike."""
     if key == "merges" and isinstance(a, list) and isinstance(b, list):
         return [m.split(" ", 1) if isinstance(m, str) else list(m) for m in a] == \
             [m.split(" ", 1) if isinstance(m, str) else list(m) for m in b]
@@ -557,6 +561,8 @@ def _alike(a, b, key: str = "") -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_alike(x, y, key) for x, y in zip(a, b))
     switch = (None, True, False)
+    if key in _UNSET_AS and None in (a, b):
+        a, b = (_UNSET_AS[key] if v is None else v for v in (a, b))
     return a == b or (a in switch and b in switch) or (key in _SWITCHES and {type(a), type(b)} <= {str, type(None)})
 
 
@@ -567,6 +573,9 @@ def _rebuilt_part(part: str, saved, loaded) -> str:
              for value in (saved, loaded)]
     if None not in kinds and kinds[0] != kinds[1]:
         return f"{part} {kinds[1]} against {kinds[0]}"
+    if isinstance(saved, dict) and isinstance(loaded, dict):  # the settings that differ, not those alike (_alike)
+        differ = [k for k in saved.keys() | loaded.keys() if not _alike(saved.get(k), loaded.get(k), k)]
+        saved, loaded = ({k: v for k, v in d.items() if k in differ} for d in (saved, loaded))
     words = part_differences({part: saved}, {part: loaded})[0]
     return words if len(words) <= 160 else words[:157] + "..."
 

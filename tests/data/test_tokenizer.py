@@ -758,3 +758,40 @@ def test_the_plain_progress_lines_say_each_source_is_being_read_with_its_size_be
     err = capsys.readouterr().err.splitlines()
     assert err[1] == f"tokenizer: reading {packed} (0.0 MiB, gzip, up to 20 lines; 2 of 2 sources)"
     assert err[0].startswith(f"tokenizer: read {small} (20 lines") and err[-1].startswith("tokenizer: learning")
+
+
+@pytest.mark.parametrize("suffix", [None, "</w>"], ids=["null", "real"])
+def test_a_bpe_saved_with_null_for_an_empty_prefix_and_suffix_loads_and_a_real_suffix_is_refused(tmp_path, suffix):
+    """A byte-level BPE built with the tokenizers library saves continuing_subword_prefix, end_of_word_suffix and
+    dropout as null, where the RobertaTokenizer transformers rebuilds from it has "" and 0.0: the same ids, and every
+    RoBERTa source with such a tokenizer was refused as one that "may give a text other ids". A real suffix ("</w>"),
+    which RobertaTokenizer drops, still changes the ids and is still refused, naming it alone."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import RobertaTokenizerFast
+
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(["the quick brown fox jumps over the lazy dog"] * 4, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    backend.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    RobertaTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                         cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>").save_pretrained(
+        tmp_path)
+    path = tmp_path / "tokenizer.json"
+    saved = json.loads(path.read_text())
+    assert saved["model"]["continuing_subword_prefix"] is None and saved["model"]["end_of_word_suffix"] is None
+    saved["model"]["end_of_word_suffix"] = suffix
+    path.write_text(json.dumps(saved))
+    if suffix:
+        with pytest.raises(CheckpointError, match=r'saved \(model end_of_word_suffix "" against "</w>"\) and may give'):
+            load_tokenizer(str(tmp_path))
+        return
+    text = "the  quick brown\tfox jumped over lazy dogs"
+    assert load_tokenizer(str(tmp_path))(text)["input_ids"] == Tokenizer.from_file(str(path)).encode(text).ids
