@@ -14,6 +14,8 @@ transfer, finetuning results); README.md is rendered from it on every change, so
                Linformer's, then with "resampled_from_n"; absent for full attention),
                "new_head": whether its task head is fresh, not the source's (None: no head),
                "not_copied": the source's modules the model does not hold ([]: none; absent: not recorded),
+               "fresh": the model's modules the source had no weights for, E and F aside (a BertForMaskedLM's
+               missing pooler, a new head; []: none; absent: not recorded),
                "labels": a sequence classifier's label names, by id (absent for other classes)},
      "transfer": None or {"steps": ..., "tokens": ..., "target": ..., "max_seq_len": the n E and F were fitted at,
                           "rel_err_before": [...], "rel_err_after": [...]} (a reshaped Linformer's, where its E and F
@@ -119,6 +121,7 @@ def _model_record(model, source_config, earlier: dict, projections: dict) -> dic
             "new_head": _new_head(source_config, model, earlier),
             **({} if getattr(model, "conversion_not_copied", None) is None
                else {"not_copied": model.conversion_not_copied}),  # what the conversion logged
+            **({} if getattr(model, "conversion_fresh", None) is None else {"fresh": model.conversion_fresh}),
             **({"labels": [c.id2label[i] for i in range(c.num_labels)]}
                if type(model).__name__.endswith("ForSequenceClassification") else {})}
 
@@ -334,10 +337,16 @@ def _history(info: dict) -> str:
         text = (f"A Linformer ({model['class']}) distilled from `{teacher}` with the `linformer` package: it "
                 f"started from {start}, and was trained to match the teacher's predictions on {distillation['task']}.")
     else:
+        others = [f"`{m}`" for m in fresh_besides_head(model)]
+        new = (["the head below"] if model.get("new_head") else []) + others
         text = (f"A Linformer ({model['class']}) converted from `{source['name']}` with the `linformer` package: "
                 f"{_copied_text(model)}" + (_projections_words(model, source) if not full else
-                                           "; in full attention only the head below is new." if model.get("new_head") else
+                                           f"; in full attention only {' and '.join(new)} "
+                                           f"{'is' if len(new) == 1 else 'are'} new." if new else
                                            "; in full attention nothing is new."))
+        if others:  # a pooler a BertForMaskedLM source lacks: random, as in HF's classifier loaded from it
+            text += (f" The source holds no weights for {' and '.join(others)}: "
+                     f"{'it starts' if len(others) == 1 else 'they start'} at random (until trained).")
     if model.get("new_head"):
         text += (" The source has no masked-LM head, so `lm_head` is new too (random until trained): use the "
                  "encoder's features, or train the model, before filling masks."
@@ -348,6 +357,12 @@ def _history(info: dict) -> str:
     if model.get("labels") and not (distillation or tasks or model.get("new_head")):
         text += f" Its classifier is kept, with its labels ({', '.join(map(str, model['labels']))})."
     return text + (f" It was then finetuned on {', then '.join(tasks)} (below)." if tasks else "")
+
+
+def fresh_besides_head(model: dict) -> list[str]:
+    """The modules a conversion started fresh (a card's ``model["fresh"]``) besides the task head, which
+    ``new_head`` tells of: a pooler the source lacked (BertForMaskedLM has none)."""
+    return [m for m in model.get("fresh") or [] if m.split(".", 1)[0] not in ("lm_head", "classifier")]
 
 
 def _projections_words(model: dict, source: dict) -> str:

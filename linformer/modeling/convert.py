@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 import transformers
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_MASKED_LM_MAPPING,
@@ -34,10 +35,19 @@ from ..files.outputs import check_output_dir, made_by
 from ..logfile import say
 from ..shell import hydra_override, script_command
 from .attention import resampled_rows
-from .card import conversion_info, not_copied_words, read_card_info, write_model_card
+from .card import conversion_info, fresh_besides_head, not_copied_words, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
 from .errors import CheckpointError, ConfigError, LinformerError, first_line
-from .loading import _modules, check_tokenizer_fits, finetuning_run_models, load_pretrained, resolve_model_path
+from .loading import (
+    _SAFE_WEIGHTS,
+    _CapturedReport,
+    _modules,
+    check_tokenizer_fits,
+    finetuning_run_models,
+    load_pretrained,
+    resolve_model_path,
+    unpickling_refusal,
+)
 from .saving import model_folder, save_model_dir
 from .values import CONVERTED_EXACT_KEYS as CONVERTED_EXACT_KEYS  # the converted defaults (their home: values)
 from .values import CONVERTED_LENGTH_POLICY as CONVERTED_LENGTH_POLICY
@@ -90,8 +100,8 @@ def from_pretrained_encoder(cls, name_or_path: str | os.PathLike | PreTrainedMod
     settings, dtype = _without_dtype(settings)
     # the config first: a bad setting is said before the weights load
     config, where = _encoder_config(cls.copies_classifier_fields, name_or_path, settings)
-    source = name_or_path if isinstance(name_or_path, PreTrainedModel) else _load_source(where)
-    return _in_dtype(_convert(cls, source, config, where, extend_positions, settings), dtype, source)
+    source, leftovers = (name_or_path, {}) if isinstance(name_or_path, PreTrainedModel) else _load_source(where)
+    return _in_dtype(_convert(cls, source, config, where, extend_positions, settings, leftovers), dtype, source)
 
 
 def _without_dtype(settings: dict) -> tuple[dict, torch.dtype | str | None]:
@@ -338,14 +348,97 @@ def _encoder_config(copies_classifier_fields: bool, name_or_path, settings: dict
     return LinformerConfig(**_config_fields(source_config, copies_classifier_fields, settings, pooling)), where
 
 
-def _load_source(path: str) -> PreTrainedModel:
-    """The source model at `path` (with its heads, as its config's ``architectures`` names them)."""
+def _load_source(path: str) -> tuple[PreTrainedModel, dict[str, torch.Tensor | None]]:
+    """The source model at `path` (with its heads, as its config's ``architectures`` names them), and what its weight
+    files hold beside it: the weights its class has no place for (a pooler or next-sentence head that
+    bert-base-uncased's BertForMaskedLM does not take), by their names in the files, each with its tensor where it
+    belongs to the base model (the pooler, which a Linformer may hold), else None (a head: named, not copied).
+    CheckpointError (one line) where config.json does not describe the weights (``_check_weights_described``)."""
     config = _source_config(path)
+    report = _CapturedReport()  # transformers' LOAD REPORT table: what it says is checked below, in one line
     try:
-        return load_auto(_source_class(config), path, config=config)  # its bar off in a log file, as every load
+        with report.capture():
+            source, info = load_auto(_source_class(config), path, config=config, output_loading_info=True,
+                                     ignore_mismatched_sizes=True)  # a shape is checked below, naming the key
     except (OSError, SafetensorError) as err:
         raise CheckpointError(f"{path!r} holds a config.json but no weights that load (a missing, damaged or "
-                              f"incomplete weights file: copy it again): {err}") from err
+                              f"incomplete weights file: copy it again): {first_line(err)}") from err
+    except pickle.UnpicklingError as err:  # torch's weights-only loader refused a pickled weights file
+        files = sorted(Path(path).glob("pytorch_model*.bin")) if os.path.isdir(path) else []
+        raise CheckpointError(f"{path!r}: {unpickling_refusal(err, files, _SAFE_WEIGHTS)}") from None
+    _check_weights_described(path, source, info)
+    base = source.base_model_prefix + "."
+    left = sorted(info.get("unexpected_keys") or [])
+    tensors = _file_tensors(path, [k for k in left if k.startswith(base)])
+    return source, {k: tensors.get(k) for k in left}
+
+
+def _is_encoder_key(key: str, base_prefix: str) -> bool:
+    """Whether a source weight's name is the encoder's (embeddings, layers), not a pooler's or a head's."""
+    return key.removeprefix(base_prefix).startswith(("embeddings.", "encoder."))
+
+
+def _check_weights_described(path: str, source: PreTrainedModel, info: dict) -> None:
+    """CheckpointError where the weights at `path` are not those of the model its config.json describes: a weight of
+    another shape, an encoder weight the model has no place for (a layer more than num_hidden_layers), or one the
+    weights lack (transformers would start it at random). A converted model would be another model than the source,
+    under its name; a head or pooler the class does not take is no mismatch (``_load_source`` names it)."""
+    where = f"{path}/config.json" if os.path.isdir(path) else f"{path!r}'s config.json"
+    fix = "give the folder the config.json its weights were saved with"
+    mismatched = sorted(info.get("mismatched_keys") or [], key=lambda row: row[0])  # (key, weights', model's)
+    if mismatched:
+        shapes = [f"{key} is {list(have)} in the weights, {list(want)} by config.json"
+                  for key, have, want in mismatched[:2]]
+        more = f" (and {len(mismatched) - 2} more)" if len(mismatched) > 2 else ""
+        raise CheckpointError(f"{where} does not describe the weights beside it: {'; '.join(shapes)}{more}: {fix}.")
+    base = source.base_model_prefix + "."
+    extra = [k for k in info.get("unexpected_keys") or [] if _is_encoder_key(k, base)]
+    lacking = [k for k in info.get("missing_keys") or [] if _is_encoder_key(k, base)]
+    if not extra and not lacking:
+        return
+    held = {int(m) for k in [*source.state_dict(), *extra] if k not in lacking
+            for m in re.findall(r"encoder\.layer\.(\d+)\.", k)}
+    layers = getattr(source.config, "num_hidden_layers", None)
+    words = [f"it gives num_hidden_layers={layers}, the weights hold {max(held) + 1} layers"] \
+        if held and layers is not None and max(held) + 1 != layers else []
+    if extra and not words:
+        words.append(f"the weights hold {_modules(extra, 3)}, which its model has no place for")
+    if lacking and not words:
+        words.append(f"its model has {_modules(lacking, 3)}, which the weights lack (they would start at random)")
+    raise CheckpointError(f"{where} does not describe the weights beside it ({'; '.join(words)}): {fix}.")
+
+
+def _file_tensors(path: str, keys: list[str]) -> dict[str, torch.Tensor]:
+    """The tensors named `keys` in the weight files of the model at `path` (a folder, or a hub name in the cache):
+    model.safetensors or pytorch_model.bin, sharded or not; a key the files do not hold by that name is left out."""
+    if not keys:
+        return {}
+
+    def find(name):
+        return cached_file(path, name, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False)
+
+    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+        if found := find(single):
+            files = {k: found for k in keys}
+        elif found := find(index):
+            weight_map = json.loads(Path(found).read_text(encoding="utf-8")).get("weight_map") or {}
+            files = {k: find(weight_map[k]) for k in keys if k in weight_map}
+        else:
+            continue
+        tensors = {}
+        for file in set(files.values()) - {None}:
+            wanted = [k for k, f in files.items() if f == file]
+            if file.endswith(".safetensors"):
+                with safe_open(file, framework="pt") as weights:
+                    held = set(weights.keys())  # a safe_open handle has no `in`
+                    tensors |= {k: weights.get_tensor(k) for k in wanted if k in held}
+            else:
+                state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+                tensors |= {k: state[k] for k in wanted if k in state}
+        return tensors
+    return {}
 
 
 def _source_config(path: str):
@@ -462,8 +555,14 @@ def converted_config(name_or_path: str, **settings) -> LinformerConfig:
 
 
 def _convert(cls, source: PreTrainedModel, config: LinformerConfig, where: str, extend_positions: bool,
-             settings: dict):
+             settings: dict, leftovers: dict[str, torch.Tensor | None] | None = None):
+    """`source` converted into `cls` with `config`; `leftovers`: what the source's weight files hold beside the
+    source model (``_load_source``): a tensor is copied where the model has a place for it (bert-base-uncased's
+    pooler, which its BertForMaskedLM does not take), and every other is named as not copied."""
     state = _renamed_state(source)
+    base, bare = source.base_model_prefix + ".", source.base_model is source
+    named = {_renamed_key(k, base, bare): v for k, v in (leftovers or {}).items()}
+    state |= {k: v for k, v in named.items() if v is not None}
     have, need = state[_PREFIX + _POSITIONS].shape[0], config.max_position_embeddings
     if need > have and not extend_positions:
         limit = have - config.position_offset
@@ -486,6 +585,7 @@ def _convert(cls, source: PreTrainedModel, config: LinformerConfig, where: str, 
         missing, unused = model.load_state_dict(state, strict=False)
     except RuntimeError as err:  # a setting changed the shape of a copied weight
         raise ConfigError(f"The settings {sorted(settings)} do not fit the weights of {where}: {err}") from err
+    heads += [k for k, v in named.items() if v is None]  # the files' heads the source class did not take
     _check_and_report(model, where, missing, unused, heads)
     model.tie_weights()
     return model
@@ -493,19 +593,19 @@ def _convert(cls, source: PreTrainedModel, config: LinformerConfig, where: str, 
 
 def _renamed_state(source: PreTrainedModel) -> dict[str, torch.Tensor]:
     """The source's weights under our names: the encoder under ``roberta.``, BERT's MLM head as ``lm_head``."""
-    state = {}
-    base_prefix = source.base_model_prefix + "."
-    bare = source.base_model is source
-    for key, tensor in source.state_dict().items():
-        if bare or key.startswith(base_prefix):
-            state[_PREFIX + (key if bare else key[len(base_prefix):])] = tensor
-            continue
-        for old, new in _HEAD_RENAMES:
-            if key.startswith(old):
-                key = new + key[len(old):]
-                break
-        state[key] = tensor
-    return state
+    base_prefix, bare = source.base_model_prefix + ".", source.base_model is source
+    return {_renamed_key(key, base_prefix, bare): tensor for key, tensor in source.state_dict().items()}
+
+
+def _renamed_key(key: str, base_prefix: str, bare: bool) -> str:
+    """A source weight's name as ours (`base_prefix`: the source's, e.g. ``bert.``; `bare`: a source without heads,
+    whose names have no prefix)."""
+    if bare or key.startswith(base_prefix):
+        return _PREFIX + (key if bare else key[len(base_prefix):])
+    for old, new in _HEAD_RENAMES:
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
 
 
 def extend_positions_table(table: torch.Tensor, rows: int, offset: int) -> torch.Tensor:
@@ -535,13 +635,19 @@ def _check_and_report(model, where: str, missing: list[str], unused: list[str], 
     modules = {_LAYER.sub(".*.", m) if is_projection_weight(k) else m
                for k in unused for m in [k.rsplit(".", 1)[0]]}
     # the outermost ones: lm_head, not also lm_head.dense
-    model.conversion_not_copied = sorted(m for m in modules if not any(m.startswith(f"{o}.") for o in modules))
+    model.conversion_not_copied = _outermost(modules)
+    model.conversion_fresh = _outermost({k.rsplit(".", 1)[0] for k in fresh})  # E and F aside: the card says those
     # E and F are named only where the model has them: a full-attention model (a lengthened teacher) has none
     starting = [f"{_modules(fresh)} (not in the source, or shaped differently)"] if fresh else []
     starting += [f"{len(projections)} projection weights (E/F)"] if projections else []
     log.info("%s from %s: %d weights copied; starting fresh: %s; unused from the source: %s", type(model).__name__,
              where, len(model.state_dict()) - len(missing), " and ".join(starting) or "none",
              ", ".join(model.conversion_not_copied) or "none")
+
+
+def _outermost(modules: set[str]) -> list[str]:
+    """The modules not inside another of `modules` (lm_head, not also lm_head.dense), sorted."""
+    return sorted(m for m in modules if not any(m.startswith(f"{o}.") for o in modules))
 
 
 def convert_and_report(spec: ConvertSpec) -> Path:
@@ -573,6 +679,8 @@ def _head_words(card: dict) -> str:
                  else "; the source has no MLM head, so lm_head starts fresh") + " (finetuning replaces it anyway)"
     elif classifier:
         words = f"; the source's classifier is kept, with its labels ({', '.join(map(str, card['labels']))})"
+    if others := fresh_besides_head(card):
+        words += f"; {', '.join(others)} {'starts' if len(others) == 1 else 'start'} fresh (not in the source)"
     if card.get("not_copied"):
         words += f"; not copied from the source: {not_copied_words(card)}"
     return words

@@ -1000,3 +1000,60 @@ def test_a_folder_with_a_single_weights_file_beside_a_sharded_index_is_refused_n
     with pytest.raises(CheckpointError, match=r"^model_path='x': the model .* holds both model.safetensors and "
                                               r"model.safetensors.index.json"):
         check_model_intact(tmp_path, "model_path='x'")
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"num_hidden_layers": 1}, " (it gives num_hidden_layers=1, the weights hold 2 layers)"),
+    ({"num_hidden_layers": 3}, " (it gives num_hidden_layers=3, the weights hold 2 layers)"),
+    ({"intermediate_size": 128}, (": bert.encoder.layer.0.intermediate.dense.bias is [64] in the weights, [128] by "
+                                  "config.json; bert.encoder.layer.0.intermediate.dense.weight is [64, 32] in the "
+                                  "weights, [128, 32] by config.json (and 4 more)")),
+], ids=["fewer-layers", "more-layers", "shape"])
+def test_a_config_json_that_does_not_describe_its_weights_is_one_error_line(tmp_path, edit, said):
+    """A config.json edited after the weights were saved: with fewer layers the conversion dropped a layer and its
+    record said nothing was left out; with more, transformers started a layer at random and it was copied as the
+    source's; with another FFN width, transformers' 47-line traceback. One line naming the file, exit 2, nothing
+    written."""
+    save_source(tmp_path / "src", BertForMaskedLM, BERT)
+    save_tokenizer(tmp_path / "src", VOCAB)
+    path = tmp_path / "src" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    line = _refused(f"model_path={tmp_path / 'src'}", f"out_dir={tmp_path / 'out'}", f"model.max_seq_len={N}",
+                    "model.projected_dim=8")
+    assert line == (f"error: {path} does not describe the weights beside it{said}: give the folder the "
+                    "config.json its weights were saved with."), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_what_the_weight_files_hold_beside_the_source_class_is_copied_or_named(tmp_path):
+    """bert-base-uncased's folder: config.json names BertForMaskedLM, the weights are BertForPreTraining's, with a
+    pooler and a next-sentence head that BertForMaskedLM does not take. The pooler, which a classifier holds, started
+    at random (Hugging Face's classifier loaded from the folder has it), and the next-sentence head went unnamed. The
+    pooler is copied from the file, and the head is named as not copied."""
+    from linformer.modeling.card import conversion_info
+
+    source = save_source(tmp_path, BertForPreTraining, BERT)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "architectures": ["BertForMaskedLM"]}))
+    model = LinformerForSequenceClassification.from_pretrained_encoder(tmp_path, attention="full")
+    torch.testing.assert_close(model.roberta.pooler.dense.weight, source.bert.pooler.dense.weight, rtol=0, atol=0)
+    record = conversion_info(tmp_path, model, name="cls")["model"]
+    assert record["not_copied"] == ["cls.seq_relationship", "lm_head"] and record["fresh"] == ["classifier"]
+
+
+@pytest.mark.parametrize("attention", ["full", "linformer"])
+def test_the_card_and_the_script_name_a_pooler_that_starts_fresh(tmp_path, capsys, attention):
+    """A BertForMaskedLM holds no pooler, and the masked LM converted from it carries a fresh one (a classifier
+    finetuned from it reads it): the card said "in full attention nothing is new"."""
+    from linformer.modeling.card import read_card_info
+
+    save_source(tmp_path / "src", BertForMaskedLM, BERT)
+    save_tokenizer(tmp_path / "src", VOCAB)
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", f"model.attention={attention}",
+                      f"model.max_seq_len={N}", "model.projected_dim=8", f"out_dir={tmp_path / 'out'}")
+    assert "; roberta.pooler.dense starts fresh (not in the source)" in said
+    assert read_card_info(tmp_path / "out")["model"]["fresh"] == ["roberta.pooler.dense"]
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "nothing is new" not in card
+    assert "The source holds no weights for `roberta.pooler.dense`: it starts at random (until trained)." in card
+    assert ("in full attention only `roberta.pooler.dense` is new." in card) == (attention == "full")
