@@ -280,9 +280,25 @@ def _reshaped_config(path: str, settings: dict) -> tuple[LinformerConfig, Linfor
         fields.update(converted_length_policy({"projection": config.projection, **settings}))
         fields.update(converted_exact_keys({"projection": config.projection, **settings},
                                            int(settings.get("max_seq_len", config.max_seq_len))))
+    if not _can_have_exact_keys({"attention": config.attention, "projection": config.projection, **settings}):
+        # a Linformer turned to full attention (a longer teacher): its exact keys have no projection to sit beside
+        fields.update({k: v for k, v in NO_EXACT_KEYS.items() if k not in settings})
     if "max_seq_len" in settings:
         fields["max_position_embeddings"] = int(settings["max_seq_len"]) + config.position_offset
     return config, LinformerConfig(**{**fields, **settings})
+
+
+def _can_have_exact_keys(settings: dict) -> bool:
+    """Whether a model of these settings may have exact local and global keys: only beside a linear projection."""
+    return projects_keys(settings.get("attention", "linformer")) and settings.get("projection", "linear") == "linear"
+
+
+def cleared_exact_keys(source, config) -> str:
+    """The exact keys (local_window, global_positions) a saved Linformer's config `source` had and the reshaped
+    model's `config` does not, as words ("" for none): full attention has no projection for them to sit beside."""
+    gone = [f"{k}={getattr(source, k)!r}" for k, none in NO_EXACT_KEYS.items()
+            if getattr(source, k, none) != none and getattr(config, k, none) == none]
+    return ", ".join(gone)
 
 
 # The shape fields a conversion sets: n (the position table is cut or extended) and the attention with its E and F.
@@ -479,7 +495,7 @@ def converted_exact_keys(settings: dict, n: int) -> dict:
     unset keeps its converted default (CONVERTED_EXACT_KEYS, the window capped at n; and CONVERTED_OVERLAP where the
     model has a window or global tokens), so that naming one (``local_window=64``) changes that one alone; 0 and []
     turn a part off. Nothing for an attention or projection that cannot have them."""
-    if settings.get("attention", "linformer") != "linformer" or settings.get("projection", "linear") != "linear":
+    if not _can_have_exact_keys(settings):
         return {}
     defaults = {"local_window": min(CONVERTED_EXACT_KEYS["local_window"], n),
                 "global_positions": list(CONVERTED_EXACT_KEYS["global_positions"])}
@@ -662,8 +678,14 @@ def convert_and_report(spec: ConvertSpec) -> Path:
     config = LinformerConfig.from_pretrained(out)
     info = read_card_info(out)
     card = {**info["model"], "reshaped": bool(info.get("source", {}).get("reshaped_from"))}
+    source = _source_config(resolve_model_path(model_path))
+    cleared = cleared_exact_keys(source, config) if source.model_type == "linformer" else ""
+    learned = card.get("source_positions")
+    words = (f"; the source's {learned} position rows repeat to fill n = {config.max_seq_len}"
+             if learned and learned < config.max_seq_len else "") + \
+        (f"; {cleared} cleared: {config.attention_label} attends to every key" if cleared else "")
     say(f"converted {model_path} -> {out} ({card['class']}, {config.attention_label}, n={config.max_seq_len}, "
-        f"{time.perf_counter() - t0:.1f} s){_head_words(card)}\nnext: {_next_command(out, config)}")
+        f"{time.perf_counter() - t0:.1f} s){words}{_head_words(card)}\nnext: {_next_command(out, config)}")
     return out
 
 

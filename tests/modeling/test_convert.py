@@ -1057,3 +1057,33 @@ def test_the_card_and_the_script_name_a_pooler_that_starts_fresh(tmp_path, capsy
     assert "nothing is new" not in card
     assert "The source holds no weights for `roberta.pooler.dense`: it starts at random (until trained)." in card
     assert ("in full attention only `roberta.pooler.dense` is new." in card) == (attention == "full")
+
+
+def test_a_converted_linformer_turned_to_full_attention_drops_its_exact_keys_and_says_so(tmp_path, capsys):
+    """The guide's longer teacher: a converted Linformer (with the converted default exact keys) given
+    model.attention=full was refused until the user also passed local_window=0 and global_positions=[]. The exact
+    keys, which full attention has no projection to sit beside, are cleared and the summary says so; the model is the
+    source's again."""
+    source = save_source(tmp_path / "src", BertForMaskedLM, BERT)
+    save_tokenizer(tmp_path / "src", VOCAB)
+    _converted(capsys, f"model_path={tmp_path / 'src'}", f"model.max_seq_len={N}", "model.projected_dim=8",
+               f"out_dir={tmp_path / 'lin'}")
+    assert LinformerConfig.from_pretrained(tmp_path / "lin").global_positions == [0, -1]
+    said = _converted(capsys, f"model_path={tmp_path / 'lin'}", "model.attention=full", f"out_dir={tmp_path / 'full'}")
+    assert f"; local_window={N}, global_positions=[0, -1] cleared: full attention attends to every key" in said
+    full = AutoModelForMaskedLM.from_pretrained(tmp_path / "full").eval()
+    assert (full.config.attention, full.config.local_window, full.config.global_positions) == ("full", 0, [])
+    inputs = batch(BERT)
+    torch.testing.assert_close(outputs(full, inputs), outputs(source, inputs), atol=1e-4, rtol=0)
+
+
+def test_the_summary_says_when_the_source_positions_repeat_to_reach_n(tmp_path, capsys):
+    """The CLI's default n (512) on a shorter source repeated its positions without a word in the command's output."""
+    save_source(tmp_path / "src", BertModel, BERT)
+    save_tokenizer(tmp_path / "src", VOCAB)
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"model.max_seq_len={4 * N}",
+                      f"out_dir={tmp_path / 'long'}")
+    assert f"; the source's {N} position rows repeat to fill n = {4 * N}" in said
+    said = _converted(capsys, f"model_path={tmp_path / 'src'}", "model.attention=full", f"model.max_seq_len={N}",
+                      f"out_dir={tmp_path / 'same'}")
+    assert "repeat" not in said
