@@ -181,6 +181,8 @@ def plain_ticks(axis) -> None:
     from matplotlib.ticker import FuncFormatter
 
     def label(value: float, _position) -> str:
+        if value == 0:  # zero at any scale, not "0M" (nor "-0" for a tick at -0.0)
+            return "0"
         if max(abs(v) for v in axis.get_view_interval()) >= 1e6:
             return f"{value / 1e6:,g}M"
         return f"{value:,g}"

@@ -4,8 +4,9 @@ Writes DIR/runs.md (final and best metrics per run, with attention, k, sharing, 
 in which runs of one stage differ (trainer.lr, seed, ...), and the reported scores; then the mean and sd over the
 seeds of runs that differ in their seed alone; where pretraining runs differ in tokens per step, a tokens column and
 the runs at equal tokens, ranked) and DIR/<metric>.png (metric vs step, or vs tokens seen by --x or where tokens per
-step differ, one line per run, a panel per stage; runs that share a name labelled by what differs), and prints the
-table. argparse, not Hydra: the runs are positional paths
+step differ, but a rate, tokens/s or MFU, by step; one line per run, a panel per stage, and per tokenizer for a
+perplexity or loss of runs of different tokenizers, which do not compare; runs that share a name labelled by what
+differs), and prints the table. argparse, not Hydra: the runs are positional paths
 that the shell expands from globs, which Hydra's key=value overrides cannot take.
 """
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", nargs="*", default=None, help="metrics to plot (default: the table's)")
     p.add_argument("--x", choices=["step", "tokens"], default=None,
                    help="the plots' x axis (default: tokens seen where runs of one stage differ in tokens per step, "
-                        "else step)")
+                        "but step for tokens_per_s and mfu, rates; else step)")
     p.add_argument("--out", type=path, default=None,
                    help="output folder (default: paths.output_dir/compare)")
     p.add_argument("--overwrite", action="store_true",

@@ -1,6 +1,7 @@
 """Compare run directories: a markdown table of final and best metrics, and PNG plots of metrics vs step (or vs
 tokens seen: by default where runs of one stage differ in tokens per step, which the table then also compares at
-equal tokens).
+equal tokens; a rate, tokens/s or MFU, by step still). Runs of different tokenizers get a panel each in a plot of a
+per-token metric (a perplexity, a loss), whose title says they do not compare.
 
 "final" is a metric's last logged value; "best" is its maximum for the task metrics where more is better (their
 direction is the metric registry's, ``data.metrics.METRICS``, as finetuning's selection reads it), throughput and MFU,
@@ -326,7 +327,7 @@ def tokenizer_differences(runs: list[Run]) -> str:
     """The tokenizer keys (TOKENIZER_KEYS, paths as records name them) in which `runs` differ, with their values,
     e.g. "data.tokenizer (a, b); data.vocab_size (16000, 8000)"; "" where they share one tokenizer. A run whose
     config.yaml is damaged (``Run.config_read``) names no tokenizer: it is left out."""
-    values = {k: sorted({str(recorded_paths(flatten(r.config).get(k))) for r in runs if r.config_read})
+    values = {k: sorted({_tokenizer_value(r, k) for r in runs if r.config_read})
               for k in TOKENIZER_KEYS}
     return "; ".join(f"{k} ({', '.join(v)})" for k, v in values.items() if len(v) > 1)
 
@@ -671,8 +672,13 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
     axis. `ratio_to`, a run among `runs`, adds a panel under the first: each run's values over that run's at the same
     steps, which shows gaps of a percent that the curves' span hides. `labels` default to ``run_labels``;
     `series_of` gives a run's (steps, values) (default: ``series``), or its (x, values) on another axis that
-    `x_label` names (the tokens seen). Returns None (and writes nothing) when no run logged `metric`."""
+    `x_label` names (the tokens seen). A per-token metric (PER_TOKEN) of runs of one stage that differ in their
+    tokenizer is drawn in a panel per tokenizer (``panel_keys``), each naming its own, and the title says these do
+    not compare; `title` None: the metric by the axis, and the machines the runs computed on (``machines_words``).
+    An axis of one x value (a single logged point) is centred on it; steps and tokens are whole numbers on the axis.
+    Returns None (and writes nothing) when no run logged `metric`."""
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     words, factor = metric_words(metric)
     colours, labels = run_colours(runs), labels or run_labels(runs)
@@ -691,14 +697,17 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         data = [(*d[:3], d[3][1:], d[4][1:]) if len(d[3]) > 1 else d for d in data]
     if log_y is None:
         log_y = metric.endswith("ppl")
-    stages = list(dict.fromkeys(d[1].stage for d in data))
-    width = 7.0 if len(stages) == 1 else 4.6 * len(stages)
-    ratio = ratio_to is not None and len(stages) == 1 and any(d[1] is ratio_to for d in data)
-    fig, axes = plots.figure(len(stages), 2 if ratio else 1, size=(width, 6.4 if ratio else 4.2),
+    panel_of = dict(zip(map(id, runs), panel_keys(runs, metric)))
+    panels = list(dict.fromkeys(panel_of[id(d[1])] for d in data))
+    split = any(tokenizer for _, tokenizer in panels)  # runs of different tokenizers apart: they do not compare
+    width = 7.0 if len(panels) == 1 else 4.6 * len(panels)
+    ratio = ratio_to is not None and len(panels) == 1 and any(d[1] is ratio_to for d in data)
+    fig, axes = plots.figure(len(panels), 2 if ratio else 1, size=(width, 6.4 if ratio else 4.2),
                              **({"height_ratios": [3, 2], "sharex": True} if ratio else {}))
     nonfinite = 0
-    for n, (ax, stage) in enumerate(zip(axes[0], stages)):
-        for colour, run, label, steps, values in (d for d in data if d[1].stage == stage):
+    for n, (ax, panel) in enumerate(zip(axes[0], panels)):
+        stage, tokenizer = panel
+        for colour, run, label, steps, values in (d for d in data if panel_of[id(d[1])] == panel):
             finite = [(s, v * factor) for s, v in zip(steps, values) if math.isfinite(v)]
             style = plots.FULL_STYLE if not projects_keys(run.key_config["attention"]) else "-"
             # a marker at every point of a sparse series, at about 8 of a dense one
@@ -715,7 +724,15 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
             ax.axhline(value, color="grey", linestyle=":", linewidth=1.2,
                        label=f"{reference[0]} ({value:,.0f}{'%' if metric in PERCENT else ''})" if n == 0 else None)
         ax.set_xlabel(x_label)
-        shown = [v for d in data if d[1].stage == stage for v in d[4] if math.isfinite(v)]
+        xs = {x for d in data if panel_of[id(d[1])] == panel for x in d[3]}
+        if len(xs) == 1:  # matplotlib's own limits around one point read "-0.04 ... 0.04 step"
+            (x,) = xs
+            pad = max(0.5, 0.05 * abs(x))
+            ax.set_xlim(x - pad, x + pad)
+            ax.set_xticks([x])
+        else:  # no fractional steps or tokens; otherwise the ticks matplotlib picks by default (its AutoLocator's)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10], integer=True))
+        shown = [v for d in data if panel_of[id(d[1])] == panel for v in d[4] if math.isfinite(v)]
         if log_y and all(v > 0 for v in shown):
             ax.set_yscale("log")
             ax.set_ylabel(f"{words} (log scale)")
@@ -723,12 +740,18 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
             ax.set_ylabel(f"{words} (linear scale: a value <= 0)" if log_y else words)
             plots.plain_ticks(ax.yaxis)
         plots.plain_ticks(ax.xaxis)
-        if len(stages) > 1:
-            plots.title(ax, f"{stage or 'stage not recorded'} runs", fontsize=10)
+        if len(panels) > 1:
+            plots.title(ax, f"{stage or 'stage not recorded'} runs" + (f", tokenizer {tokenizer}" if tokenizer else ""),
+                        fontsize=10)
         ax.grid(alpha=0.3)
     if ratio:
         _ratio_panel(axes[1][0], data, ratio_to, axes[0][0], x_label)
-    plots.title(fig, title or f"{words} by {x_label.split(' (')[0]}", fontsize=11)
+    if not title:
+        title = f"{words} by {x_label.split(' (')[0]}; {machines_words([d[1] for d in data])}"
+    if split:
+        title += (f". Not comparable across tokenizers: a panel per tokenizer, as the {words} of each is per token of "
+                  "its own vocabulary")
+    plots.title(fig, title, fontsize=11)
     handles, names = [], []
     for ax in fig.axes:
         for handle, name in zip(*ax.get_legend_handles_labels()):
@@ -745,6 +768,37 @@ def plot_metric(runs: list[Run], metric: str, path: str | Path, log_y: bool | No
         names.append(f"no {metric} logged{'' if x_label == 'step' else ' with tokens seen'}: {', '.join(missing)}")
     plots.legend_below(fig, handles, names, more="more runs")
     return save_figure(fig, path)
+
+
+def panel_keys(runs: list[Run], metric: str) -> list[tuple[str | None, str]]:
+    """(stage, tokenizer) of each run's panel in a plot of `metric`: a panel per stage, and where `metric` is per token
+    (PER_TOKEN) and runs of a stage (BLOCK_STAGES) differ in their tokenizer (``tokenizer_differences``, the note the
+    table gives), a panel per tokenizer, named by the settings that differ ("data.tokenizer=a, data.vocab_size=8000";
+    "not recorded" for a run whose config.yaml is damaged); the tokenizer "" otherwise."""
+    out = []
+    for run in runs:
+        staged = [r for r in runs if r.stage == run.stage]
+        differ = metric in PER_TOKEN and run.stage in BLOCK_STAGES and tokenizer_differences(staged)
+        keys = [k for k in TOKENIZER_KEYS if differ and len({_tokenizer_value(r, k) for r in staged
+                                                              if r.config_read}) > 1]
+        words = (", ".join(f"{k}={_tokenizer_value(run, k)}" for k in keys) if run.config_read else "not recorded")
+        out.append((run.stage, words if keys else ""))
+    return out
+
+
+def _tokenizer_value(run: Run, key: str) -> str:
+    return str(recorded_paths(flatten(run.config).get(key)))
+
+
+def machines_words(runs: list[Run]) -> str:
+    """The machines `runs` computed on (``Run.device``), for a plot's title: "machine: NAME", "machines: A (2 runs),
+    B (1 run)", or "machine not recorded" (never left unsaid: a speed or an MFU is a machine's)."""
+    made = Counter(r.device for r in runs)
+    if len(made) == 1:
+        (device,) = made
+        return f"machine: {device}" if device else "machine not recorded"
+    return "machines: " + ", ".join(f"{device or 'not recorded'} ({count} run{'s' * (count != 1)})"
+                                    for device, count in made.items())
 
 
 # a run's model shape in its config.yaml, by bench.throughput.BASE_SHAPE's names
@@ -798,6 +852,23 @@ def _ratio_panel(ax, data: list, reference: Run, above, x_label: str = "step") -
         ax.set_ylim(min(0, min(late)) - pad, max(0, max(late)) + pad)
 
 
+def plot_axis(metric: str, x: str | None, differ: bool) -> str:
+    """The x axis of `metric`'s plot: `x` where given; else the tokens seen where runs of one stage differ in tokens
+    per step (`differ`), but the step for a rate (THROUGHPUT): tokens/s or MFU at a step is the same figure however
+    many tokens the step held, and on a tokens axis a run of twice the tokens per step looked twice as long."""
+    return x or ("tokens" if differ and metric not in THROUGHPUT else "step")
+
+
+def axis_label(metric: str, x: str | None, differ: bool) -> str:
+    """The x axis's words (``plot_axis``): where the runs differ in tokens per step, why the axis is the tokens, or
+    that at a step they have not seen the same tokens where the step was asked for a metric that is no rate."""
+    if plot_axis(metric, x, differ) == "tokens":
+        return "tokens seen" + (" (the runs differ in tokens per step)" if x is None else "")
+    if differ and metric not in THROUGHPUT:
+        return "step (the runs differ in tokens per step: at one step they have not seen the same tokens)"
+    return "step"
+
+
 def _drawable(asked: list[str] | None, metrics: list[str]) -> list[str]:
     """The metrics to plot: those asked (--plot), which need matplotlib (a ConfigError naming it before anything is
     written); else the table's, where matplotlib is installed (the table needs none: without it, no plots and a
@@ -827,7 +898,8 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
 
     The plots' x axis is `x`: "step", "tokens" (the tokens seen, metrics.jsonl's `tokens`), or None: the tokens where
     runs of one stage differ in tokens per step (``tokens_per_step_note``; the table then compares them at equal
-    tokens as well), else the step; the axis label says which, and why where it was chosen."""
+    tokens as well), except for a rate (tokens/s, MFU: ``plot_axis``), else the step; the axis label says which, and
+    why where it was chosen or where a step axis compares runs of different tokens per step."""
     if x not in (None, "step", "tokens"):
         raise ConfigError(f"x={x!r}: give step or tokens (or nothing: tokens where the runs differ in tokens per step)")
     runs = [load_run(p, rows=False) for p in find_runs(named_paths(paths), strict=True)]
@@ -853,9 +925,6 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     swept = sweep_plots(groups) if plot_metrics else []  # drawn where matplotlib is (_drawable)
     of_run = {id(r): d for r, d in zip(runs, digests)}
     differ = bool(tokens_per_step_note(runs, digests))
-    axis = x or ("tokens" if differ else "step")
-    x_label = ("step" if axis == "step" else "tokens seen" + (" (the runs differ in tokens per step)" if x is None
-                                                              else ""))
     # no settings: a comparison's folder takes the next comparison, of any runs; the command line is its record
     record = {**made_by("compare_runs", {}), **({"command_line": command} if command else {})}
     with output_files([md, *(out_dir / f"{m}.png" for m in plot_metrics),
@@ -864,8 +933,9 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
         atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
                  if (p := plot_metric(runs, m, out_dir / f"{m}.png", reference=mfu_target(runs) if m == "mfu" else None,
-                                      series_of=lambda r, metric: of_run[id(r)].series(metric, axis),
-                                      x_label=x_label)) is not None]
+                                      series_of=lambda r, metric: of_run[id(r)].series(metric,
+                                                                                       plot_axis(metric, x, differ)),
+                                      x_label=axis_label(m, x, differ))) is not None]
         plots += [plot_sweep(groups, m, k, out_dir / sweep_plot_name(m, k)) for m, k in swept]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,
             "summary": {str(r.path): d.summary(metrics) for r, d in zip(runs, digests)}}

@@ -1,3 +1,4 @@
+import json
 import math
 import os
 import subprocess
@@ -850,7 +851,89 @@ def test_the_plot_axis_is_tokens_where_tokens_per_step_differ_or_asked_and_says_
     compare_runs([small, other], tmp_path / "cmp3", metrics=["val_ppl"], x="tokens")
     assert drawn[-1][0] == "tokens seen"
     compare_runs([small, big], tmp_path / "cmp4", metrics=["val_ppl"], x="step")
-    assert drawn[-1][0] == "step" and "## At equal tokens" in (tmp_path / "cmp4" / "runs.md").read_text()
+    # a step asked for: the axis says that at one step these runs have not seen the same tokens
+    assert drawn[-1][0] == "step (the runs differ in tokens per step: at one step they have not seen the same tokens)"
+    assert "## At equal tokens" in (tmp_path / "cmp4" / "runs.md").read_text()
+
+
+def test_a_rate_is_plotted_by_step_where_runs_differ_in_tokens_per_step_and_the_title_names_the_machine(
+        tmp_path, make_run, monkeypatch):
+    """mfu.png of runs of 2x the tokens per step was drawn by tokens seen: the run of twice the tokens a step
+    stretched to twice the length, at the same MFU. A rate is drawn by step; a perplexity still by tokens. The title
+    named no machine, although a speed is a machine's."""
+    small = _batch_run(make_run, tmp_path / "out", "b16", 16)
+    big = _batch_run(make_run, tmp_path / "out", "b32", 32)
+    for path in (small, big):  # an MFU logged at each training row
+        rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+        (path / "metrics.jsonl").write_text("".join(json.dumps({**r, **({"mfu": 0.3} if "loss" in r else {})}) + "\n"
+                                                    for r in rows))
+    (big / "results.json").write_text(json.dumps({**read_json(big / "results.json"), "device": "NVIDIA H200"}))
+    figs = _kept_figures(monkeypatch)
+    compare_runs([small, big], tmp_path / "cmp", metrics=["val_ppl", "mfu"])
+    mfu = figs["mfu.png"].axes[0]
+    assert [list(line.get_xdata()) for line in mfu.get_lines() if line.get_label() in ("b16", "b32")] == \
+        [list(range(2, 21))] * 2  # steps, the warm-up step left out, for both runs
+    assert mfu.get_xlabel() == "step"
+    assert figs["val_ppl.png"].axes[0].get_xlabel() == "tokens seen (the runs differ in tokens per step)"
+    assert figs["mfu.png"]._suptitle.get_text().replace("\n", " ") == \
+        "MFU (%) by step; machines: not recorded (1 run), NVIDIA H200 (1 run)"
+    compare_runs([small], tmp_path / "cmp2", metrics=["mfu"])
+    assert figs["mfu.png"]._suptitle.get_text() == "MFU (%) by step; machine not recorded"
+
+
+def _tokenized(path: Path, tokenizer: str, vocab: int) -> Path:
+    import yaml
+
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    (path / "config.yaml").write_text(yaml.safe_dump({**config, "data": {"tokenizer": tokenizer, "vocab_size": vocab}}))
+    return path
+
+
+def test_runs_of_other_tokenizers_get_a_panel_each_whose_title_names_it_and_the_figure_says_they_do_not_compare(
+        tmp_path, make_run, monkeypatch):
+    """val_ppl.png drew a run of another tokenizer on one axis with the others, titled only "validation perplexity by
+    step": runs.md said they do not compare, the figure did not. A per-token metric gets a panel per tokenizer and a
+    title that says so; a metric that is no per-token one (tokens/s) and runs of one tokenizer stay on one axis."""
+    ours = _tokenized(make_run(tmp_path / "out", "pretrain", "a", _pretrain_rows(1.0)), "mirror_slice", 8000)
+    theirs = _tokenized(make_run(tmp_path / "out", "pretrain", "b", _pretrain_rows(0.5)), "other_tok", 8000)
+    same = _tokenized(make_run(tmp_path / "out", "pretrain", "c", _pretrain_rows(0.7)), "mirror_slice", 8000)
+    figs = _kept_figures(monkeypatch)
+    compare_runs([ours, theirs, same], tmp_path / "cmp", metrics=["val_ppl", "tokens_per_s"])
+    fig = figs["val_ppl.png"]
+    panels = {ax.get_title().replace("\n", " "): sorted(line.get_label() for line in ax.get_lines())
+              for ax in fig.axes}
+    assert panels == {"pretrain runs, tokenizer data.tokenizer=mirror_slice": ["a", "c"],
+                      "pretrain runs, tokenizer data.tokenizer=other_tok": ["b"]}
+    assert "Not comparable across tokenizers" in fig._suptitle.get_text().replace("\n", " ")
+    speed = figs["tokens_per_s.png"]
+    assert len(speed.axes) == 1 and "Not comparable" not in speed._suptitle.get_text()
+    compare_runs([ours, same], tmp_path / "cmp2", metrics=["val_ppl"])
+    assert len(figs["val_ppl.png"].axes) == 1 and "Not comparable" not in figs["val_ppl.png"]._suptitle.get_text()
+
+
+def test_a_run_of_one_logged_point_gets_an_axis_around_it_not_fractions_of_a_step(tmp_path, make_run, monkeypatch):
+    """A run whose metrics.jsonl held step 0's evaluation alone was drawn on an x axis of "-0.04 ... 0.04" steps."""
+    make_run(tmp_path / "out", "pretrain", "start", [{"step": 0, "time": 0.0, "val_loss": 9.0, "val_ppl": 8103.0}])
+    figs = _kept_figures(monkeypatch)
+    compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=["val_ppl"])
+    ax = figs["val_ppl.png"].axes[0]
+    figs["val_ppl.png"].canvas.draw()
+    assert ax.get_xlim() == (-0.5, 0.5)
+    assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()] == ["0"]
+
+
+def test_an_axis_in_millions_labels_its_zero_0_not_0m():
+    """A tokens axis reaching 5.2M labelled its first tick "0M"."""
+    from linformer import plots
+
+    fig, axes = plots.figure()
+    ax = axes[0][0]
+    ax.plot([0, 5.2e6], [1, 2])
+    plots.plain_ticks(ax.xaxis)
+    fig.canvas.draw()
+    low, high = ax.get_xlim()
+    ticks = [t.get_text() for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high]
+    assert ticks[0] == "0" and ticks[1].endswith("M")
 
 
 def test_runs_of_other_tokenizers_are_not_ranked_on_perplexity_at_equal_tokens(tmp_path, make_run):
