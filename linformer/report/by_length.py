@@ -152,6 +152,10 @@ def to_markdown(task_name: str, result: dict) -> list[str]:
 
 
 ONE_SEED = " (one seed pair)"  # a legend entry's mark of a row whose interval is over examples only
+ONE_SEED_BAR = "--"  # the line style of such a row's bars: dashed, and so never a row's line style (K_STYLES)
+# a row's line style by its k, the largest solid: never ONE_SEED_BAR's dashes, so that a dashed bar and a smaller
+# k's line never read alike
+K_STYLES = ("-", ":", "-.", (0, (3, 1, 1, 1, 1, 1)))
 
 
 def plot(results: dict[str, dict], task_names: dict[str, str], path: str, title: str = "") -> None:
@@ -185,7 +189,7 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str, title:
                 if diffs and diffs[0]["seeds"] == 1:  # as to_markdown's "(one seed pair: no seed variance)"
                     one_seed.add(name)
                     for lines in bars.lines[2]:
-                        lines.set_linestyle("--")
+                        lines.set_linestyle(ONE_SEED_BAR)
             if not judged.all():
                 ax.plot((x + shift)[~judged], mid[~judged], linestyle="none", marker=marker[name], ms=5,
                         color=colour[name], markerfacecolor="white")
@@ -205,8 +209,8 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str, title:
     if one_seed:
         from matplotlib.lines import Line2D
 
-        extra_handles.append(Line2D([], [], color="grey", linestyle="--"))
-        extra_labels.append(f"dashed bar,{ONE_SEED}: no seed variance, an interval over examples only")
+        extra_handles.append(Line2D([], [], color="grey", linestyle=ONE_SEED_BAR))
+        extra_labels.append(f"dashed bar{ONE_SEED}: no seed variance, an interval over examples only")
     if title:
         plots.title(fig, title)
     plots.legend_below(fig, [handles[n] for n in drawn] + extra_handles,
@@ -218,16 +222,16 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str, title:
 def row_styles(names: list[str]) -> tuple[dict, dict, dict]:
     """({name: colour}, {name: marker}, {name: line style}): a policy has one colour and marker at every k (its rows
     in the names' sorted order of policies), and its rows at different k differ by line style (the largest k
-    solid), so that a reader pairs a policy's k=128 and k=64 rows and tells them apart."""
+    solid, then dotted, dash-dot and dash-dot-dot: K_STYLES, none dashed as a one-seed row's bars are), so that a
+    reader pairs a policy's k=128 and k=64 rows and tells them apart."""
     policy = {name: re.sub(r"\bk=\d+,? ?", "", name) for name in names}
     ks = {name: int(m.group(1)) if (m := re.search(r"\bk=(\d+)", name)) else 0 for name in names}
     policies = sorted(set(policy.values()))
     colour = dict(zip(policies, plots.colours(len(policies))))
     marker = dict(zip(policies, plots.markers(len(policies))))
-    styles = ("-", "--", ":", "-.")
     order = sorted(set(ks.values()), reverse=True)
     return ({n: colour[policy[n]] for n in names}, {n: marker[policy[n]] for n in names},
-            {n: styles[order.index(ks[n]) % len(styles)] for n in names})
+            {n: K_STYLES[order.index(ks[n]) % len(K_STYLES)] for n in names})
 
 
 def short_names(names: list[str]) -> tuple[dict[str, str], str]:

@@ -9,7 +9,7 @@ from .. import plots
 from ..data.tasks import PAPER_ORDER, TITLES
 from ..files.atomic import save_figure
 from ..modeling.values import projects_keys
-from .by_length import ONE_SEED, row_styles, short_names
+from .by_length import ONE_SEED, ONE_SEED_BAR, row_styles, short_names
 from .paired import comparison_notes
 
 
@@ -69,7 +69,7 @@ def plot(cells: dict[str, dict[str, dict | None]], path: str, title: str, refere
                 if cell["one_seed"]:  # as the table's "(one seed pair: no seed variance)"
                     one_seed = True
                     for line in bars.lines[2]:
-                        line.set_linestyle("--")
+                        line.set_linestyle(ONE_SEED_BAR)
             hollow |= not interval
             ax.plot(cell["diff"], y[name], marker=marker[name], ms=6, linestyle="none", color=colour[name],
                     markerfacecolor=colour[name] if interval else "white", label=shown[name])
@@ -87,7 +87,7 @@ def plot(cells: dict[str, dict[str, dict | None]], path: str, title: str, refere
     plots.title(fig, title)
     keys, labels = [Line2D([], [], color="black", lw=0.8)], [f"0: as good as {reference}"]
     if one_seed:
-        keys.append(Line2D([], [], color="grey", linestyle="--"))
+        keys.append(Line2D([], [], color="grey", linestyle=ONE_SEED_BAR))
         labels.append(f"dashed bar{ONE_SEED}: no seed variance, an interval over examples only")
     if hollow:
         keys.append(Line2D([], [], linestyle="none", marker="o", color="grey", markerfacecolor="white"))

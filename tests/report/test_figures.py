@@ -279,6 +279,35 @@ def test_a_policy_at_two_k_shares_its_colour_and_marker_and_differs_by_line_styl
     assert len({(str(h.get_color()), h.get_marker(), h.get_linestyle()) for h in drawn}) == len(drawn) == len(names)
 
 
+def test_a_one_seed_row_s_dashed_bars_are_no_row_s_line_style_and_its_legend_entry_reads_whole(tmp_path,
+                                                                                                 monkeypatch):
+    """k=64 rows were drawn dashed, as the bars of a row of one seed pair were, and the legend's key for those bars,
+    a grey dashed line, was a k=64 row's glyph; its label read "dashed bar, (one seed pair)"."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.lines import Line2D
+
+    names = [f"linformer k={k}, layerwise, {p} + transfer" for k in (32, 64, 128, 256) for p in ("resample", "window")]
+    _, _, line = by_length.row_styles(names)
+    assert "--" not in set(line.values()) and len(set(line.values())) == 4  # dashed: the bars of one seed pair
+    result = _by_length_result(names)
+    result["rows"]["linformer k=64, layerwise, resample + transfer"] = [
+        {"diff": -1.0, "lo": -2.0, "hi": 0.0, "seeds": 1}] * 4
+    seen = _captured(monkeypatch, by_length)
+    by_length.plot({"sst2": result}, {"sst2": "SST-2"}, str(tmp_path / "bl.png"))
+    fig = seen[0]["fig"]
+    # a line's dash pattern as drawn (get_linestyle calls any custom pattern "--")
+    dashes = Line2D([], [], linestyle="--")._unscaled_dash_pattern
+    drawn = [h._unscaled_dash_pattern for h in fig.axes[0].get_lines()
+             if len(h.get_xdata()) == 4 and h.get_marker() != "_"]  # the rows, not the bars' caps
+    keys = [h._unscaled_dash_pattern for h in fig.legends[0].legend_handles if isinstance(h, Line2D)]
+    assert len(drawn) == len(names) and dashes not in drawn
+    assert keys.count(dashes) == 1  # the one dashed glyph: the one-seed bars' key
+    one_seed = [c for c in fig.axes[0].collections if c.get_linestyle()[0][1] is not None]
+    assert len(one_seed) == 1 and one_seed[0].get_color()[0].tolist() == list(to_rgba(
+        by_length.row_styles(names)[0]["linformer k=64, layerwise, resample + transfer"]))
+    assert "dashed bar (one seed pair): no seed variance, an interval over examples only" in seen[0]["legend"]
+
+
 def test_length_policy_rows_of_equal_values_stay_side_by_side_never_one_under_another(tmp_path, monkeypatch):
     """Policies exact at 0 below k, or agreeing to three decimals, were drawn at the same points: the last hid the
     others, and the legend named rows that no reader could find."""
