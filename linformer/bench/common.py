@@ -90,6 +90,13 @@ def thread_range(counts: list[int]) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
+def threads_words(count) -> str:
+    """A thread count as a row records it (``thread_range``: "1", "1-2"; None or "" unknown) in words: "1 thread",
+    "1-2 threads", "? threads"."""
+    count = str(count or "?")
+    return f"{count} thread{'' if count == '1' else 's'}"
+
+
 def load_average() -> float | None:
     """The 1-minute load average (processes running or waiting for a core); None where the system keeps none."""
     try:

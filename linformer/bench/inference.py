@@ -53,6 +53,7 @@ from .common import (
     round_ratio_range,
     synchronize,
     thread_range,
+    threads_words,
     timed,
 )
 from .models import build_ours, build_peer, build_roberta, linformer_fields, ours_config, size_of, with_kernel
@@ -380,8 +381,8 @@ def beyond_flops_warnings(rows: list[dict], machine: dict) -> list[str]:
     (common.beyond_flop_bound), naming the load and the threads each model ran with."""
     return [flop_bound_warning(f"n={r['n']}, k={r['k']}", r["speedup_vs_full"], r["flop_ratio"],
                                machine.get("load_average", "load average unknown"),
-                               f"the Linformer at {r.get('threads_linformer') or '?'} threads and full attention at "
-                               f"{r.get('threads_full') or '?'}")
+                               f"the Linformer at {threads_words(r.get('threads_linformer'))} and full attention at "
+                               f"{threads_words(r.get('threads_full'))}")
             for r in rows if beyond_flop_bound(r.get("speedup_vs_full"), r.get("flop_ratio"))]
 
 

@@ -22,6 +22,7 @@ from linformer.bench.common import (
     load_average,
     machine_description,
     thread_range,
+    threads_words,
     warning_paragraph,
 )
 from linformer.bench.models import Size, build_ours, build_roberta
@@ -109,8 +110,8 @@ def report(out: str | None = None, command: str = "python scripts/model_checks.p
     t = forward_times(n, k, threads_used=used)
     machine = machine_description(torch.device("cpu"), load)
     speedup, flops = t["full"] / t["linformer"], flop_ratio(n, k, BASE_2_LAYERS.hidden, BASE_2_LAYERS.ffn)
-    threads = (f"the Linformer at {thread_range(used['linformer'])} threads and full attention at "
-               f"{thread_range(used['full'])}")
+    threads = (f"the Linformer at {threads_words(thread_range(used['linformer']))} and full attention at "
+               f"{threads_words(thread_range(used['full']))}")
     warnings = [flop_bound_warning("forward time", speedup, flops, machine["load_average"], threads)] \
         if beyond_flop_bound(speedup, flops) else []
     for line in warnings:

@@ -22,7 +22,7 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from .. import plots
-from ..bench.common import beyond_flop_bound, flop_bound_warning, load_words, warning_paragraph
+from ..bench.common import beyond_flop_bound, flop_bound_warning, load_words, threads_words, warning_paragraph
 from ..bench.per_example import cost_per_example
 from ..data.io import configured_path, default_data_mirror, load_auto
 from ..data.task_loading import load_task
@@ -352,8 +352,8 @@ def beyond_flops_warnings(result: dict) -> list[str]:
     full = {r["n"]: r for r in result["rows"] if r["model"] == "full"}
     return [flop_bound_warning(f"{r['model']} at n = {r['n']}", 1 / r["ms_vs_full"], 1 / r["gflops_vs_full"],
                                result.get("load") or "load average not recorded",
-                               f"it at {r.get('threads') or '?'} threads and full attention at "
-                               f"{full.get(r['n'], {}).get('threads') or '?'}")
+                               f"it at {threads_words(r.get('threads'))} and full attention at "
+                               f"{threads_words(full.get(r['n'], {}).get('threads'))}")
             for r in result["rows"] if r.get("ms_vs_full") and r.get("gflops_vs_full")
             and beyond_flop_bound(1 / r["ms_vs_full"], 1 / r["gflops_vs_full"])]
 

@@ -771,7 +771,7 @@ def test_a_speed_up_far_beyond_its_flop_ratio_is_warned_naming_the_load_and_the_
     assert (row["threads_linformer"], row["threads_full"]) == ("1", "2")
     (warning,) = [line for line in logged if line.startswith("warning:")]
     assert "n=64, k=16" in warning and "20.00x" in warning and "1-minute load average" in warning
-    assert "the Linformer at 1 threads and full attention at 2" in warning
+    assert "the Linformer at 1 thread and full attention at 2 threads" in warning
     md = inference_markdown(rows, meta, "cmd")
     assert "**Warning: n=64, k=16: measured speed-up 20.00x" in md
     assert "CPU threads per timed forward (Linformer / full attention): n=64, k=16: 1 / 2." in md
@@ -928,7 +928,7 @@ def test_model_checks_record_their_command_the_load_and_threads_and_warn_beyond_
     assert "competing_processes" not in text and "1-minute load average" in text
     assert "| CPU threads of the timed forwards, linformer / full | 1 / 2 |" in text
     assert "**Warning: forward time: measured speed-up 20.00x" in text
-    assert "the Linformer at 1 threads and full attention at 2" in text
+    assert "the Linformer at 1 thread and full attention at 2 threads" in text
 
 
 def test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it_was(tmp_path, monkeypatch, capsys):

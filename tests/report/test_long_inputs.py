@@ -281,7 +281,7 @@ def test_a_time_ratio_far_below_its_flop_ratio_is_warned_naming_the_load_and_the
     ]) | {"lengths": {}, "load": "1-minute load average 7.0 at the start and 6.5 at the end on 2 cores"}
     (warning,) = long_inputs.beyond_flops_warnings(result)
     assert warning.startswith("warning: linformer k=8 at n = 128: measured speed-up 5.00x is more than 2x its FLOP ratio 1.43x")
-    assert "load average 7.0 at the start" in warning and "it at 1 threads and full attention at 2" in warning
+    assert "load average 7.0 at the start" in warning and "it at 1 thread and full attention at 2 threads" in warning
     md = long_inputs.to_markdown(result, ["header"])
     assert "**Warning: linformer k=8 at n = 128" in md and "linformer w=4 at n = 128: 1-2" in md
 
