@@ -13,6 +13,7 @@ MIN_EXAMPLES = 10  # a length bucket with fewer examples is drawn hollow: one or
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
 # a row's marker besides its colour, so that rows are told apart in greyscale and by a reader who sees no hue
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+COINCIDE = 0.02  # lines this close (relative) at every x they share are drawn one over another: about a pixel apart
 
 
 def pyplot():
@@ -137,7 +138,8 @@ def legend_below(fig, handles: list | None = None, labels: list[str] | None = No
         legend.remove()
     lines = sum(max(label.count("\n") + 1 for label in labels[i:i + ncol]) for i in range(0, len(labels), ncol))
     # the panels give up the room of two lines; the figure grows by the rest, a line 1.5 font sizes high
-    fig.set_size_inches(width, height + max(0, lines + (title is not None) - 2) * 1.5 * fontsize / 72)
+    titled = 0 if title is None else title.count("\n") + 1  # a title of several lines (notes on the lines drawn)
+    fig.set_size_inches(width, height + max(0, lines + titled - 2) * 1.5 * fontsize / 72)
     return legend
 
 
@@ -155,6 +157,28 @@ def fits(fig) -> list[str]:
         if box.x0 < page.x0 - 1 or box.x1 > page.x1 + 1 or box.y0 < page.y0 - 1 or box.y1 > page.y1 + 1:
             out.append(artist.get_text() if hasattr(artist, "get_text") else type(artist).__name__)
     return out
+
+
+def coinciding(ax, rtol: float = COINCIDE) -> list[list]:
+    """Groups of `ax`'s labelled lines drawn one over another, in drawing order: lines that share two x values or
+    more and agree within `rtol` (relative) at each (chained: a group holds every line that coincides with one of
+    it). A reader sees the last one drawn, so a figure says so rather than leave the others to look missing."""
+    lines = [line for line in ax.get_lines() if not str(line.get_label()).startswith("_")
+             and line.get_linestyle() not in ("None", "none", "") and len(line.get_xdata()) >= 2]
+    points = [dict(zip(map(float, line.get_xdata()), map(float, line.get_ydata()))) for line in lines]
+
+    def same(a: dict, b: dict) -> bool:
+        shared = a.keys() & b.keys()
+        return len(shared) >= 2 and all(abs(a[x] - b[x]) <= rtol * max(abs(a[x]), abs(b[x])) for x in shared)
+
+    group = list(range(len(lines)))
+    for i in range(len(lines)):
+        for j in range(i):
+            if same(points[i], points[j]):
+                old, new = group[i], group[j]
+                group = [new if g == old else g for g in group]
+    groups = [[line for line, g in zip(lines, group) if g == head] for head in dict.fromkeys(group)]
+    return [g for g in groups if len(g) > 1]
 
 
 def count_ticks(names: list[str], counts: list[int]) -> list[str]:

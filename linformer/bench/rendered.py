@@ -28,7 +28,8 @@ from .runner import inference_title, paper_title
 
 def render_inference(csv_path: str, out: str) -> None:
     """Write <out>.md and <out>.png from `csv_path` and the report beside it (and <out>.csv, a copy, when `out` is
-    elsewhere; <out>_paper.png for a grid the paper's Table 3 covers, ``paper_grid``)."""
+    elsewhere; <out>_paper.png for a grid the paper's Table 3 covers, ``paper_grid``, and where it covers none an
+    <out>_paper.png an earlier render left is removed)."""
     source = Path(csv_path)
     if not source.is_file():
         raise ConfigError(f"--render {csv_path}: no such file: give the <name>.csv of an earlier benchmark.")
@@ -43,12 +44,14 @@ def render_inference(csv_path: str, out: str) -> None:
         header = [model_line(settings) if line.startswith("Model: ") else line for line in header]
     machine = machine_of(header, (record or {}).get("settings") or {})
     notes = notes_sections(report)
-    paper = paper_grid(rows) and plot_paper(rows, f"{out}_paper.png", paper_title(settings, machine)).name
+    paper = paper_grid(rows, settings) and plot_paper(rows, f"{out}_paper.png", paper_title(settings, machine)).name
+    if not paper:  # an earlier code's figure against the paper, which today's report neither draws nor names
+        Path(f"{out}_paper.png").unlink(missing_ok=True)
     atomic_write(f"{out}.md", "\n".join(header + inference_sections(rows, settings, machine, paper or None)
                                         + (["", *notes] if notes else [])) + "\n")
     if rows:
         plot_times(rows, f"{out}.png", inference_title(settings, machine), settings.local_window,
-                   settings.global_positions)
+                   settings.global_positions, settings.landmark_pooling)
     if Path(f"{out}.csv").resolve() != source.resolve():
         shutil.copyfile(source, f"{out}.csv")
 

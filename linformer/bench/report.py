@@ -10,7 +10,7 @@ from .. import plots
 from ..files.atomic import atomic_write, save_figure
 from ..files.tables import table_lines, table_row
 from ..modeling.values import round_up
-from .common import warning_paragraph
+from .common import BEYOND_FLOPS, beyond_flop_bound, warning_paragraph
 from .inference import BASELINES, PEERS, beyond_flops_warnings, reference
 from .models import label, linformer_fields
 from .paper import PAPER_KS, PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
@@ -216,6 +216,11 @@ def inference_sections(rows: list[dict], s, machine: dict, paper_png: str | None
                  "neither a bound nor a measurement)."), ""]
         out += _cell_table([r for r in rows if r.get("max_batch_linformer") is not None], ks, _max_batch_cell)
     out += ["", "## The paper's Table 3 (for reference)", ""]
+    if linformer_fields(s):
+        out += [("The paper's values are of its plain Linformer (k projected keys, no exact local or global keys) at "
+                 "the base shape on a V100; this run's Linformer attends to exact local and global keys beside its "
+                 "projected ones, another model, so they are no target for it (and no figure draws them beside it)."),
+                ""]
     paper_rows = [{"n": n, "k": k, "t": PAPER_TIME_SAVED[n][i], "m": PAPER_MEMORY_SAVED[n][i]}
                   for n in PAPER_TIME_SAVED for i, k in enumerate(PAPER_KS) if i < len(PAPER_TIME_SAVED[n])]
     out += _cell_table(paper_rows, list(PAPER_KS), lambda r: f"{_x(r['t'])} / {_x(r['m'])}")
@@ -558,13 +563,58 @@ def profile_markdown(meta: dict, command: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
+# each baseline's (colour, marker, line style) in Okabe and Ito's colours (plots.OKABE_ITO), full attention dashed
+# as in every figure: the two peers (vermillion, sky blue) far apart under every colour vision deficiency, where
+# red and orange were two olive-yellows to a deuteranope, and both far from the Linformer's first colour (green)
+BASELINE_STYLES = {"eager": ("#000000", "s", "-"), "full": ("#0072B2", "o", plots.FULL_STYLE),
+                   "roberta_sdpa": ("#CC79A7", "^", ":"), "modernbert": ("#D55E00", "D", "-."),
+                   "longformer": ("#56B4E9", "v", "-.")}
+K_COLOURS = ("#009E73", "#E69F00", "#F0E442", *plots.OKABE_ITO)  # a k's colour: the first no baseline drawn holds
+
+
+def flagged(rows: list[dict]) -> list[dict]:
+    """The rows whose speed-up over full attention the report warns of (common.beyond_flop_bound): more than
+    BEYOND_FLOPS times its FLOP ratio, more than the arithmetic saved explains."""
+    return [r for r in rows if beyond_flop_bound(r.get("speedup_vs_full"), r.get("flop_ratio"))]
+
+
+FLAGGED_WORDS = (f"ringed: speed-up over full attention above {BEYOND_FLOPS:g}x its FLOP ratio, more than the "
+                 "arithmetic saved explains (load, threads: the report's warning)")
+
+
+def _ring(ax, points: list[tuple[float, float]], label: str) -> None:
+    """A black ring around each of `points` (a flagged cell's point), one legend entry `label` saying why."""
+    if points:
+        ax.plot(*zip(*points), linestyle="none", marker="o", ms=14, markerfacecolor="none", markeredgecolor="black",
+                markeredgewidth=1.3, label=label)
+
+
+def coinciding_notes(ax, where: str = "") -> list[str]:
+    """A line for each group of `ax`'s lines drawn one over another (plots.coinciding), for the legend's title, so
+    that a hidden line is not read as missing: "memory saved: k = 128, 256 and 512, measured vs eager attention:
+    ..."."""
+    notes = []
+    for group in plots.coinciding(ax):
+        labels = [line.get_label() for line in group]
+        parts = [label.split(", ", 1) for label in labels]
+        if all(len(p) == 2 and p[0].startswith("k = ") and p[1] == parts[0][1] for p in parts):
+            ks = [p[0].removeprefix("k = ") for p in parts]
+            words = f"k = {', '.join(ks[:-1])} and {ks[-1]}, {parts[0][1]}"
+        else:
+            words = "; ".join(labels[:-1]) + " and " + labels[-1]
+        notes.append(f"{where}{words}: equal within {plots.COINCIDE:.0%}, one line over the others")
+    return notes
+
+
 def plot_times(rows: list[dict], path: str | Path, title: str = "", local_window: int = 0,
-               global_positions: list[int] | None = None) -> Path:
+               global_positions: list[int] | None = None, landmarks: bool = False) -> Path:
     """Forward time against n, log-log, one line per model (the paper's Figure 2, top right): full attention dashed
-    as in every figure, a Linformer solid and named with its exact local and global keys where it has them
-    (`local_window`, `global_positions`: the benchmark's keys); where
+    as in every figure, a Linformer solid and named with its exact local and global keys and landmark pooling where
+    it has them (`local_window`, `global_positions`, `landmarks`: the benchmark's keys); where
     the rows were also timed in a reference dtype (``time_*_ref_s``), those as dotted lines of the same colours and
-    markers, so that the headline "the Linformer in bf16 against full attention in fp32" is drawn."""
+    markers, so that the headline "the Linformer in bf16 against full attention in fp32" is drawn. Colours are
+    Okabe and Ito's (a k takes one no baseline drawn has); a cell the report warns of (``flagged``) is ringed, and
+    lines drawn one over another are said in the legend."""
     plt = plots.pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -574,49 +624,57 @@ def plot_times(rows: list[dict], path: str | Path, title: str = "", local_window
     first = {n: next(r for r in rows if r["n"] == n) for n in ns}
     dtype = rows[0].get("dtype") or ""
     ref = rows[0].get("reference_dtype") or ""
-    styles = {"eager": ("k", "s", "-"), "full": ("tab:blue", "o", plots.FULL_STYLE),
-              "roberta_sdpa": ("tab:gray", "^", ":"), "modernbert": ("tab:red", "D", "-."),
-              "longformer": ("tab:orange", "v", "-.")}
     in_dtype = lambda key: f", {dtype}" if ref and key in ("full", "linformer") else ""
+    used = set()
     for kind in BASELINES:
-        c, mk, ls = styles[kind]
+        c, mk, ls = BASELINE_STYLES[kind]
         for column, style, words in ((f"time_{kind}_s", ls, in_dtype(kind)), (f"time_{kind}_ref_s", ":", f", {ref}")):
             pts = [(n, first[n][column] / first[n]["batch_size"]) for n in ns
                    if isinstance(first[n].get(column), (int, float)) and first[n][column] == first[n][column]]
             if pts:
+                used.add(c)
                 ax.plot(*zip(*pts), color=c, marker=mk, linestyle=style, label=label(kind) + words,
                         markerfacecolor=c if style == ls else "white")
-    cmap = plt.get_cmap("viridis")
     ks = sorted({r["k"] for r in rows})
-    k_markers = ("x", "P", "*", "h", "+", "p", "1", "X")  # a marker per k besides its shade: neighbouring shades alike
+    free = [c for c in dict.fromkeys(K_COLOURS) if c not in used]
+    cmap = plt.get_cmap("viridis")  # more ks than free colours: a ramp, told apart by the markers
+    k_colours = free[:len(ks)] if len(ks) <= len(free) else [cmap(i / max(1, len(ks) - 1) * 0.85)
+                                                               for i in range(len(ks))]
+    k_markers = ("x", "P", "*", "h", "+", "p", "1", "X")  # a marker per k besides its colour
     for i, k in enumerate(ks):
-        colour = cmap(i / max(1, len(ks) - 1) * 0.85)
         mine = [r for r in rows if r["k"] == k]
-        name = f"Linformer, k = {k}{exact_keys_words(local_window, global_positions)}"
+        name = f"Linformer, k = {k}{exact_keys_words(local_window, global_positions, landmarks)}"
         for column, style, words in (("time_linformer_s", "-", in_dtype("linformer")),
                                      ("time_linformer_ref_s", ":", f", {ref}")):
             pts = sorted((r["n"], r[column] / r["batch_size"]) for r in mine
                          if isinstance(r.get(column), (int, float)) and r[column] == r[column])
             if pts:
-                ax.plot(*zip(*pts), color=colour, marker=k_markers[i % len(k_markers)], linestyle=style,
+                ax.plot(*zip(*pts), color=k_colours[i], marker=k_markers[i % len(k_markers)], linestyle=style,
                         label=name + words)
+    _ring(ax, [(r["n"], r["time_linformer_s"] / r["batch_size"]) for r in flagged(rows)
+               if isinstance(r.get("time_linformer_s"), (int, float))],
+          FLAGGED_WORDS.replace("ringed: speed-up", "ringed: the Linformer's time, its speed-up"))
+    notes = coinciding_notes(ax)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length n (tokens, log scale)")
     ax.set_ylabel("forward time per sequence (s, log scale)")
     plots.title(ax, title or "Inference time against sequence length")
     ax.grid(True, which="both", alpha=0.3)
-    plots.legend_below(fig)
+    plots.legend_below(fig, title="\n".join(notes) or None)
     return save_figure(fig, path, dpi=120)
 
 
 PAPER_CURVE = 3  # a grid with a paper value at this many lengths n or more is drawn against the paper (a curve)
 
 
-def paper_grid(rows: list[dict]) -> bool:
-    """Whether `rows` are a Table 3 grid the paper's values can be drawn against: at least PAPER_CURVE lengths n with
-    a paper value (two-length comparisons are read from their tables)."""
-    return len({r["n"] for r in rows if r.get("paper_time_saved") is not None}) >= PAPER_CURVE
+def paper_grid(rows: list[dict], s) -> bool:
+    """Whether `rows` are a Table 3 grid the paper's values can be drawn against: the paper's own model, a plain
+    Linformer (no exact local or global keys, no landmark pooling: `s`'s ``linformer_fields``), at least PAPER_CURVE
+    lengths n with a paper value (two-length comparisons are read from their tables). A Linformer with exact keys is
+    another model, which attends to w + k keys per query where the paper's attends to k: its ratios drawn beside the
+    paper's read as the paper's model falling short, so its report gives the paper's table as text only."""
+    return not linformer_fields(s) and len({r["n"] for r in rows if r.get("paper_time_saved") is not None}) >= PAPER_CURVE
 
 
 def plot_paper(rows: list[dict], path: str | Path, title: str) -> Path:
@@ -624,13 +682,15 @@ def plot_paper(rows: list[dict], path: str | Path, title: str) -> Path:
     over our full attention (SDPA; solid) and over the eager standard Transformer where it was run (dash-dot), and
     the paper's (dotted, hollow markers); the memory saved the same way, the measured one a ratio of the peak memory a
     forward adds, the paper's a ratio of largest batches (the report's largest-batch table is the paper's measure). A
-    k keeps its colour and marker in both panels."""
+    k keeps its colour and marker in both panels. A speed-up the report warns of (``flagged``) is ringed, and lines
+    drawn one over another (the same ratio at every k) are said in the legend."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     path = Path(path)
     ks = sorted({r["k"] for r in rows})
     colour, marker = dict(zip(ks, plots.colours(len(ks)))), dict(zip(ks, plots.markers(len(ks))))
     fig, axes = plots.figure(2, size=(11, 4.8))
+    notes: list[str] = []
     quantities = (("speed-up (x, log scale)", "speedup_vs_full", "speedup_vs_eager", "paper_time_saved"),
                   ("memory saved (x, log scale)", "mem_saved_vs_full", "mem_saved_vs_eager", "paper_mem_saved"))
     for ax, (words, full, eager, paper) in zip(axes[0], quantities):
@@ -644,6 +704,9 @@ def plot_paper(rows: list[dict], path: str | Path, title: str) -> Path:
                 if pts:
                     ax.plot(*zip(*pts), color=colour[k], marker=marker[k], linestyle=style, ms=5,
                             markerfacecolor="white" if column == paper else colour[k], label=f"k = {k}, {what}")
+        if full == "speedup_vs_full":
+            _ring(ax, [(r["n"], r[full]) for r in flagged(rows)], FLAGGED_WORDS)
+        notes += coinciding_notes(ax, words.split(" (")[0] + ": ")
         ax.axhline(1, color="black", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -659,16 +722,16 @@ def plot_paper(rows: list[dict], path: str | Path, title: str) -> Path:
     plots.title(axes[0][0], "time: Linformer faster above 1")
     plots.title(axes[0][1], "memory: measured peak memory ratio; the paper's, largest batch ratio")
     plots.title(fig, title)
-    plots.legend_below(fig)
+    plots.legend_below(fig, title="\n".join(notes) or None)
     return save_figure(fig, path, dpi=120)
 
 
-def exact_keys_words(window: int, positions: list[int] | None) -> str:
-    """", window w, global: first and last tokens" for a Linformer with exact local keys, else nothing (the paper's
-    Linformer): the global positions in words, not the config's list, where -1 is the last token."""
-    if not window:
-        return ""
-    return f", window {window}" + (f", global: {position_words(positions)}" if positions else "")
+def exact_keys_words(window: int, positions: list[int] | None, landmarks: bool = False) -> str:
+    """", window w, global: first and last tokens" for a Linformer with exact local or global keys (and ", landmark
+    pooling" where its projected keys are pooled by attention), else nothing (the paper's Linformer): the global
+    positions in words, not the config's list, where -1 is the last token."""
+    return ((f", window {window}" if window else "") + (f", global: {position_words(positions)}" if positions else "")
+            + (", landmark pooling" if landmarks else ""))
 
 
 def position_words(positions: list[int]) -> str:

@@ -8,6 +8,7 @@ from ..errors import PartialOutput, Preempted
 from ..files.atomic import atomic_write
 from .inference import InferenceSettings, run_inference
 from .report import (
+    exact_keys_words,
     inference_markdown,
     paper_grid,
     plot_paper,
@@ -16,7 +17,7 @@ from .report import (
     throughput_markdown,
     write_csv,
 )
-from .throughput import ThroughputSettings, run_throughput
+from .throughput import BASE_SHAPE, ThroughputSettings, run_throughput
 
 
 def run_benchmark(
@@ -47,14 +48,15 @@ def run_benchmark(
         Path(out_dir).mkdir(parents=True, exist_ok=True)  # once something was measured: a refused start leaves none
         meta["note"] = note
         written["csv"] = write_csv(rows, files["csv"])
-        if paper_grid(rows):
-            written["paper_png"] = plot_paper(rows, files["paper_png"], paper_title(inference, meta["machine"]))
+        if paper_grid(rows, inference):
+            written["paper_png"] = plot_paper(rows, files["paper_png"],
+                                              paper_title(inference, meta["machine"], stop is not None))
         atomic_write(files["md"], inference_markdown(rows, meta, command,
                                                      written["paper_png"].name if "paper_png" in written else None))
         written["md"] = files["md"]
         if rows:
             written["png"] = plot_times(rows, files["png"], inference_title(inference, meta["machine"], stop is not None),
-                                        inference.local_window, inference.global_positions)
+                                        inference.local_window, inference.global_positions, inference.landmark_pooling)
         log(f"[bench] inference: {len(rows)} cells in {meta['elapsed_s']:.0f} s -> {files['md']}")
         if stop is not None:
             raise PartialOutput(stop)
@@ -99,19 +101,31 @@ def benchmark_files(out_dir: str | Path, name: str, inference: InferenceSettings
     return files
 
 
+PARTIAL = "\npartial: the run was stopped before the whole grid"
+
+
 def inference_title(s: InferenceSettings, machine: dict, partial: bool = False) -> str:
     """The inference figure's title: the model's shape, batch and dtype (and which lines are in the reference dtype,
     where there is one), and where it ran (``_where``)."""
     ref = s.reference_dtype if s.reference_dtype not in (None, s.dtype) else None
     dtype = f"{s.dtype}, dotted lines {ref}" if ref else s.dtype
     return (f"Forward time, {s.layers} layers x {s.hidden} wide, {_batch_words(s)}, {dtype} ({_where(machine)})"
-            + ("\npartial: the run was stopped before the whole grid" if partial else ""))
+            + (PARTIAL if partial else ""))
 
 
-def paper_title(s: InferenceSettings, machine: dict) -> str:
-    """The figure against the paper's Table 3: what is compared, the model, its dtype, and where it ran."""
-    return (f"Linformer against the paper's Table 3 (V100): speed-up and memory saved, {s.layers} layers x {s.hidden} "
-            f"wide, {_batch_words(s)}, {s.dtype} ({_where(machine)})")
+def paper_title(s: InferenceSettings, machine: dict, partial: bool = False) -> str:
+    """The figure against the paper's Table 3: the measured model (its Linformer, shape, batch and dtype) and where
+    it ran, and what the paper measured: its plain Linformer at the base shape (BASE_SHAPE) on a V100, said plainly
+    where this run's shape differs (report.paper_grid draws no other Linformer against the paper)."""
+    shape = {"layers": s.layers, "hidden": s.hidden, "heads": s.heads, "ffn": s.ffn}
+    base = f"{BASE_SHAPE['layers']} layers x {BASE_SHAPE['hidden']} wide"
+    variant = exact_keys_words(s.local_window, s.global_positions, s.landmark_pooling).removeprefix(", ")
+    return (f"Measured: Linformer ({variant or 'plain'}, sharing={s.sharing}), {s.layers} layers x {s.hidden} wide, "
+            f"{s.heads} heads, FFN {s.ffn}, {_batch_words(s)}, {s.dtype} ({_where(machine)}), against the paper's "
+            "Table 3: " + ("the paper's plain Linformer at this shape on a V100" if shape == BASE_SHAPE else
+                           f"the paper measured its plain Linformer at the base shape ({base}) on a V100, not this "
+                           "shape: compare how the ratios grow with n, not their levels")
+            + (PARTIAL if partial else ""))
 
 
 def _where(machine: dict) -> str:

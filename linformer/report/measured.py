@@ -132,7 +132,7 @@ def render_main(argv: list[str], script: str, command: str, suffixes: tuple[str,
         args.out = str(Path(args.render).with_suffix(""))
     with report_outputs(args, command, suffixes=suffixes):
         render(args.render, args.out)
-    print(f"wrote {args.out}: " + ", ".join(suffixes))
+    print(f"wrote {args.out}: " + ", ".join(x for x in suffixes if Path(args.out + x).exists()))
     return 0
 
 

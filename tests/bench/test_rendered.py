@@ -130,6 +130,7 @@ def test_a_table3_grid_is_drawn_against_the_paper_and_its_report_names_the_figur
     import shutil
 
     from linformer.bench import report
+    from linformer.bench.inference import InferenceSettings
     from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED
 
     figs, save = [], report.save_figure
@@ -152,7 +153,8 @@ def test_a_table3_grid_is_drawn_against_the_paper_and_its_report_names_the_figur
         assert lines["k = 128, paper"].get_markerfacecolor() == "white"
         assert all(t.get_text().endswith("x") for t in ax.get_yticklabels() if t.get_text())
     # two lengths are read from their table: no figure
-    assert report.paper_grid(rows) and not report.paper_grid([r for r in rows if r["n"] in (512, 2048)])
+    plain = InferenceSettings()
+    assert report.paper_grid(rows, plain) and not report.paper_grid([r for r in rows if r["n"] in (512, 2048)], plain)
 
 
 @pytest.mark.parametrize("words", [["-cn", "benchmark_table3_gpu", "out_dir=x"],

@@ -438,3 +438,153 @@ def test_fidelity_run_is_the_script_s_whole_measurement(tmp_path, monkeypatch):
                    "source_name": None}
     assert said == ["--blocks 16: corpus holds 2 validation blocks; measured on those"]
     assert fidelity.SELF_REFERENCE in (tmp_path / "f.md").read_text() and (tmp_path / "f.json").is_file()
+
+
+def _table3_rows(ks=(128, 256), flagged_at=None) -> list[dict]:
+    """A plain Linformer's Table 3 grid at three n (the paper's values at each): the memory saved against eager
+    attention the same at every k, as a CPU's peak-memory measure gives it; the speed-up its FLOP ratio, but at
+    `flagged_at` (n, k): 10x there, over 2x its FLOP ratio."""
+    from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
+
+    rows = []
+    for n in (1024, 2048, 4096):
+        for k in ks:
+            speedup = 10.0 if (n, k) == flagged_at else 1.0 + n / (8 * k)
+            rows.append({"n": n, "k": k, "batch_size": 1, "flop_ratio": 1.0 + n / (8 * k), "speedup_vs_full": speedup,
+                         "speedup_vs_eager": 2 * speedup, "mem_saved_vs_full": 1.0 + k / 1024,
+                         "mem_saved_vs_eager": n / 512, "time_full_s": n / 1000, "time_eager_s": n / 500,
+                         "time_linformer_s": n / 1000 / speedup,
+                         "paper_time_saved": paper_value(PAPER_TIME_SAVED, n, k),
+                         "paper_mem_saved": paper_value(PAPER_MEMORY_SAVED, n, k)})
+    return rows
+
+
+def test_benchmark_figures_ring_the_cells_the_report_warns_of_and_say_why(tmp_path, monkeypatch):
+    """A speed-up the .md warns of (more than 2x its FLOP ratio: a loaded machine) was drawn as a normal point, 5x
+    above the paper's line: both figures ring it, and the legend says why."""
+    from linformer.bench import report
+    from linformer.bench.inference import beyond_flops_warnings
+
+    seen = _captured(monkeypatch, report)
+    rows = _table3_rows(flagged_at=(2048, 128))
+    assert [w.split(": ")[1] for w in beyond_flops_warnings(rows, {})] == ["n=2048, k=128"]  # what the .md warns of
+    report.plot_paper(rows, tmp_path / "p.png", "t")
+    report.plot_times(rows, tmp_path / "t.png", "t")
+    paper, times = seen
+    for figure, panel, y in ((paper, 0, 10.0), (times, 0, 2.048 / 10)):
+        rings = [line for line in figure["fig"].axes[panel].get_lines() if line.get_label().startswith("ringed")]
+        assert len(rings) == 1 and rings[0].get_markerfacecolor() == "none"
+        assert list(rings[0].get_xdata()) == [2048] and list(rings[0].get_ydata()) == pytest.approx([y])
+        assert any(text.startswith("ringed") and "2x its FLOP ratio" in text for text in figure["legend"])
+        assert figure["outside"] == []
+    assert not any(line.get_label().startswith("ringed") for line in paper["fig"].axes[1].get_lines())
+    report.plot_paper(_table3_rows(), tmp_path / "p2.png", "t")  # nothing warned of: no ring, no legend line
+    assert not any(text.startswith("ringed") for text in seen[-1]["legend"])
+
+
+def test_lines_drawn_one_over_another_are_said_in_the_legend(tmp_path, monkeypatch):
+    """The memory saved against eager attention is the same at every k: five lines coincided and only the last
+    showed, so k = 128's looked missing."""
+    from linformer.bench import report
+
+    fig, axes = plots.figure()
+    ax = axes[0][0]
+    ax.plot([1, 2, 4], [1.0, 2.0, 4.0], label="a")
+    ax.plot([2, 4, 8], [2.01, 4.0, 8.0], label="b")  # 0.5% apart where they meet: one line
+    ax.plot([4, 8], [4.0, 9.0], label="c")  # one shared x only
+    ax.plot([1, 2], [1.0, 2.2], label="d")  # 10% apart
+    assert [[line.get_label() for line in g] for g in plots.coinciding(ax)] == [["a", "b"]]
+    plots.pyplot().close(fig)
+    seen = _captured(monkeypatch, report)
+    report.plot_paper(_table3_rows(ks=(128, 256, 512)), tmp_path / "p.png", "t")
+    (figure,) = seen
+    notes = figure["fig"].legends[0].get_title().get_text().replace("\n", " ")
+    assert "memory saved: k = 128, 256 and 512, measured vs eager attention: equal within 2%" in notes
+    assert "speed-up" not in notes and "vs our full attention" not in notes and figure["outside"] == []
+
+
+def test_the_paper_overlay_is_drawn_for_the_paper_s_model_only_and_its_title_names_both_models(tmp_path):
+    """inference_peers_cpu_t1_paper.png drew a Linformer with exact local and global keys as "k = 128" against the
+    paper's plain Linformer, its memory at 0.8-0.96x beside the paper's 3-56x, and no title said they differ."""
+    from linformer.bench.inference import InferenceSettings
+    from linformer.bench.report import inference_sections, paper_grid
+    from linformer.bench.runner import paper_title
+
+    rows = _table3_rows()
+    plain = InferenceSettings(layers=2, hidden=768, heads=12, ffn=3072)
+    assert paper_grid(rows, plain) and not paper_grid(rows[:4], plain)  # two n: read from the table
+    for variant in ({"local_window": 128, "global_positions": [0, -1]}, {"global_positions": [0]},
+                    {"landmark_pooling": True}):
+        s = InferenceSettings(**variant)
+        assert not paper_grid(rows, s)
+        assert "no target for it" in "\n".join(inference_sections(rows, s, {}))
+    assert "no target" not in "\n".join(inference_sections(rows, plain, {}))
+    title = paper_title(plain, {"cpu": "AMD EPYC", "torch_threads": 1})
+    assert "Linformer (plain, sharing=layerwise), 2 layers x 768 wide, 12 heads, FFN 3072, batch 1, fp32" in title
+    assert "AMD EPYC, 1 thread)" in title
+    assert "the paper measured its plain Linformer at the base shape (12 layers x 768 wide) on a V100, not this" in title
+    base = paper_title(InferenceSettings(layers=12, hidden=768, heads=12, ffn=3072, dtype="bf16"), {}, partial=True)
+    assert "not this shape" not in base and "bf16" in base and "partial: the run was stopped" in base
+
+
+def test_a_rendered_variant_report_loses_its_paper_figure_and_its_line(tmp_path, capsys):
+    """A report of a Linformer with exact keys rendered again: no figure against the paper, and the one an earlier
+    code drew is not left beside a report that no longer names it, nor named among the files written."""
+    from linformer.bench.inference import InferenceSettings
+    from linformer.bench.rendered import render_inference
+    from linformer.bench.report import inference_markdown, write_csv
+    from linformer.report import measured
+
+    s = InferenceSettings(ns=[1024, 2048, 4096], ks=[128], local_window=128, global_positions=[0, -1])
+    rows = [dict(r, layers=s.layers, hidden=s.hidden, heads=s.heads, ffn=s.ffn, sharing=s.sharing, dtype=s.dtype)
+            for r in _table3_rows(ks=(128,))]
+    out = tmp_path / "peers"
+    write_csv(rows, f"{out}.csv")
+    machine = {"device": "cpu", "cpu": "AMD EPYC"}
+    cmd = "python scripts/benchmark.py inference.local_window=128 'inference.global_positions=[0,-1]'"
+    (tmp_path / "peers.md").write_text(inference_markdown(rows, {"settings": s, "machine": machine, "elapsed_s": 1},
+                                                          cmd, "peers_paper.png"))
+    (tmp_path / "peers_paper.png").write_bytes(b"an earlier render's figure")
+    assert measured.render_main(["--render", f"{out}.csv", "--overwrite"], "scripts/benchmark.py", "benchmark",
+                                (".md", ".png", ".csv", "_paper.png"), render_inference) == 0
+    assert not (tmp_path / "peers_paper.png").exists() and (tmp_path / "peers.png").is_file()
+    assert "_paper.png" not in (tmp_path / "peers.md").read_text()
+    assert capsys.readouterr().out.strip() == f"wrote {out}: .md, .png, .csv"
+
+
+def _deficient(colour: str, kind: str) -> list[float]:
+    """`colour` in CIELAB as a dichromat sees it (Machado et al. 2009, severity 1, on linear RGB)."""
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
+    m = {"deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                          [-0.011820, 0.042940, 0.968881]],
+         "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                        [-0.003882, -0.048116, 1.051998]]}[kind]
+    c = np.asarray(to_rgb(colour))
+    linear = np.clip(np.asarray(m) @ np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4), 0, 1)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    f = np.cbrt(xyz / np.array([0.95047, 1.0, 1.08883]))
+    return [116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])]
+
+
+def test_benchmark_time_figure_draws_every_model_in_the_colour_blind_safe_palette(tmp_path, monkeypatch):
+    """ModernBERT (tab:red) and Longformer (tab:orange) came out two olive-yellows to a deuteranope; only their
+    markers told them apart. A landmark-pooled Linformer was named as the plain one."""
+    import math
+
+    from linformer.bench import report
+    from linformer.bench.inference import BASELINES
+
+    seen = _captured(monkeypatch, report)
+    rows = [{"n": n, "k": k, "batch_size": 1, "time_linformer_s": n / (4000 + k),
+             **{f"time_{kind}_s": n / (900 + 10 * i) for i, kind in enumerate(BASELINES)}}
+            for n in (1024, 4096) for k in (128, 256, 512)]
+    report.plot_times(rows, tmp_path / "t.png", "t", 128, [0, -1], True)
+    lines = {line.get_label(): line.get_color() for line in seen[0]["fig"].axes[0].get_lines()}
+    assert len(lines) == len(BASELINES) + 3 == len(set(lines.values()))
+    assert set(lines.values()) <= set(plots.OKABE_ITO)
+    assert "Linformer, k = 128, window 128, global: first token and last token, landmark pooling" in lines
+    peers = [lines[name] for name in lines if "ModernBERT" in name or "Longformer" in name]
+    for kind in ("deuteranopia", "protanopia"):
+        assert math.dist(*(_deficient(c, kind) for c in peers)) > 50
