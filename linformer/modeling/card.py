@@ -22,11 +22,12 @@ transfer, finetuning results); README.md is rendered from it on every change, so
                           went along),
      "distillation": absent, or {"task": ..., "teacher": ..., "steps": ..., "examples": ..., "student_path": ...,
                                  "max_length": ..., "min_tokens": ..., "text_cleaning": the function that cleaned
-                                 the task's text before tokenizing (None: none), "teacher_max_seq_len": the teacher's n as it
+                                 the task's text before tokenizing (None: none), "text_fields": its text
+                                 columns (a pair task's two), "teacher_max_seq_len": the teacher's n as it
                                  read the inputs, "teacher_saved_max_seq_len": its n as saved, ...},
      "finetuning": absent, or [{"task": ..., "step": ..., "run_steps": ..., "selection": ..., "reported": ...,
                                 "start_weights_sha256": ..., "max_length": ..., "min_train_tokens": ...,
-                                "text_cleaning": ...,
+                                "text_cleaning": ..., "text_fields": ...,
                                 "run_dir": ...}, ...] (in the order they ran),
      "results": {task: {"metrics": {...}, "run_dir": ...}}: the scores of these weights (a finetuned or distilled
                 model's); a run never writes into the model it started from, so a converted model's card has none of
@@ -273,7 +274,7 @@ def finetuned_card(source_card: dict, name: str, model_class: str, results: dict
                   "start_weights_sha256": results.get("start_weights_sha256"), "seed": results.get("seed"),
                   "lr": results.get("lr"), "max_length": results.get("max_length"),
                   "min_train_tokens": results.get("min_train_tokens"), "text_cleaning": results.get("text_cleaning"),
-                  "run_dir": card_path(run_dir)}
+                  "text_fields": results.get("text_fields"), "run_dir": card_path(run_dir)}
     return {**source_card, "name": name, **_named_source(source_card),
             "model": {**source_card["model"], "class": model_class, "new_head": False},
             "finetuning": [*(source_card.get("finetuning") or []), finetuning],

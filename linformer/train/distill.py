@@ -256,6 +256,7 @@ class DistillTask(FinetuneTask):
                                 "steps": trainer.state["step"],
                                 "max_length": self.max_length, "min_tokens": self.min_tokens,
                                 "text_cleaning": self.task_spec.text_cleaning,
+                                "text_fields": list(self.task_spec.text_fields),
                                 "teacher_max_seq_len": int(max_tokens(self.teacher.config, self.tokenizer, None, None)),
                                 "teacher_saved_max_seq_len": self.teacher_n,
                                 "examples": self.examples_seen(trainer.state["step"]),

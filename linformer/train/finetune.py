@@ -419,6 +419,8 @@ class FinetuneTask(TrainingTask):
             "min_train_tokens": self.min_tokens,
             # what cleaned the task's text before tokenizing: raw text needs it too (the model's card says so)
             "text_cleaning": self.task_spec.text_cleaning,
+            # the columns a row's texts come from (a pair: two): what a model's users give it (predict.py)
+            "text_fields": list(self.task_spec.text_fields),
             "num_eval_examples": len(self.eval),
             "model_path": self.model_path,
             "from_scratch": self.from_scratch,

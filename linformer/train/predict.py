@@ -10,7 +10,7 @@ import errno
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,20 +19,24 @@ from typing import IO
 import torch
 
 from ..cli import closed_pipe
+from ..data import tasks as _tasks
 from ..data.io import count_lines
 from ..data.streams import TOKEN_TYPES, TaskCollator, example_columns
 from ..data.task_loading import Encode
 from ..data.task_readers import ROW, text_rows
-from ..data.tasks import TEXT_CLEANING, get_task
+from ..data.tasks import TEXT_CLEANING, TaskSpec
 from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..devices import resolve_device
 from ..errors import ConfigError, TaskDataError
+from ..files.locations import resolve_path
 from ..files.mappings import read_json
-from ..files.runs import BEST_DIR, RESULTS
+from ..files.runs import BEST_DIR, CONFIG, RESULTS
 from ..modeling.card import SIDECAR, read_card_info
 from ..modeling.convert import classifier_config
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, weights_sha256
 from ..progress import progress_bar
+from ..runconfig.settings import task_spec
+from ..rundir import read_recorded_config
 
 SKIP_FLAG = "--skip-bad-rows"
 SKIP_HINT = f"pass {SKIP_FLAG}"  # a bad row's error: the flag that skips it (finetuning's says its config key)
@@ -65,23 +69,54 @@ class Recorded:
     task: str | None = None
     max_length: int | None = None  # tokens: the length its inputs were cut to
     where: str | None = None       # the record read: its card's, or its run's results.json
+    text_fields: tuple[str, ...] | None = None  # the task's text columns, where the record names them
+    text_cleaning: str | None = None  # what cleaned its text (``TaskSpec.text_cleaning``), where the record names it
+    run_config: Path | None = None  # the config.yaml of the run that made it, which records a task of one's own
 
 
 def recorded_training(model_dir: str | Path) -> Recorded:
-    """The task and input length a model folder was finetuned (or distilled) on, where it records them: its card's
-    last finetuning (a converted or transferred model's) or its distillation, else the results.json of the run whose
-    best/ or model/ it is (finetuning writes max_length to both)."""
-    card = read_card_info(model_dir)
+    """The task, its text columns and input length a model folder was finetuned (or distilled) on, where it records
+    them: its card's last finetuning (a converted or transferred model's) or its distillation, else the results.json
+    of the run whose best/ or model/ it is (finetuning writes max_length and text_fields to both); and the config.yaml
+    of that run (a run's best/ or model/, or the run the card's record names, where it is here), whose task.spec
+    block gives a task of one's own that an older record does not spell out."""
+    card, model_dir = read_card_info(model_dir), Path(model_dir)
     if card.get("finetuning"):
-        record, where = card["finetuning"][-1], f"{Path(model_dir) / SIDECAR}, its last finetuning"
+        record, where = card["finetuning"][-1], f"{model_dir / SIDECAR}, its last finetuning"
     elif card.get("distillation"):
-        record, where = card["distillation"], f"{Path(model_dir) / SIDECAR}, its distillation"
-    elif Path(model_dir).name in (BEST_DIR, "model"):
-        record, where = read_json(Path(model_dir).parent / RESULTS), str(Path(model_dir).parent / RESULTS)
+        record, where = card["distillation"], f"{model_dir / SIDECAR}, its distillation"
+    elif model_dir.name in (BEST_DIR, "model"):
+        record, where = read_json(model_dir.parent / RESULTS), str(model_dir.parent / RESULTS)
     else:
         return Recorded()
-    length = record.get("max_length")
-    return Recorded(record.get("task"), length if isinstance(length, int) and length > 0 else None, where)
+    length, fields = record.get("max_length"), record.get("text_fields")
+    runs = [model_dir.parent] if model_dir.name in (BEST_DIR, "model") else []
+    if isinstance(record.get("run_dir"), str):  # a card names its run relative to the repository, or by its name
+        runs.append(Path(resolve_path(record["run_dir"])))
+    run_config = next((run / CONFIG for run in runs if (run / CONFIG).is_file()), None)
+    return Recorded(record.get("task"), length if isinstance(length, int) and length > 0 else None, where,
+                    tuple(map(str, fields)) if isinstance(fields, list) and fields else None,
+                    record.get("text_cleaning"), run_config)
+
+
+def recorded_task(recorded: Recorded) -> TaskSpec | None:
+    """The TaskSpec of the task a model records (``recorded_training``): the task.spec block of its run's
+    config.yaml where that run was of this task (a task of one's own, registered in the process that ran it and
+    perhaps in no other), else the task registered under its name (the package's own), else None (no task
+    recorded, or one whose spec is recorded nowhere here)."""
+    if recorded.task is None:
+        return None
+    if recorded.run_config is not None:
+        def spec_block(cfg: Mapping) -> TaskSpec | None:
+            task = cfg.get("task")
+            if not isinstance(task, Mapping) or str(task.get("name")) != recorded.task or task.get("spec") is None:
+                return None
+            return task_spec(recorded.task, task["spec"])
+
+        spec = read_recorded_config(recorded.run_config.parent, spec_block)
+        if spec is not None:
+            return spec
+    return _tasks.TASKS.get(recorded.task)
 
 
 def input_length(recorded: Recorded, n: int, given: int | None, key: str, texts: int, tokenizer,
@@ -103,7 +138,10 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None,
                         device_key: str = "device", max_length: int | None = None,
                         length_key: str = "max_length") -> Classifier:
     """The sequence classifier at `given` (a model folder or hub name), its tokenizer, and the texts a row gives it:
-    `text_columns`, else the columns of the task the model records (``recorded_training``), else one column "text";
+    `text_columns`, else the columns of the task the model records (``recorded_training``: its record's
+    text_fields, else its run's recorded spec or the registered task, ``recorded_task``), else, for a model that
+    records no task, one column "text" (a task whose columns nothing records is a ConfigError: a pair model fed one
+    column would score half of each row);
     each row cut to `max_length` tokens (the flag `length_key`), else to the length it was finetuned at, else to its
     n (``input_length``). ConfigError for a model that is not a sequence classifier (``classifier_config``), or
     columns that are not as many as the texts the model was finetuned on. `device`: where it runs ("auto": a GPU
@@ -113,23 +151,33 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None,
     where = resolve_device(device, device_key)
     path, config = classifier_config(given, "model_dir")
     recorded = recorded_training(path)
-    task = recorded.task
-    try:
-        spec = get_task(task) if task else None
-    except ConfigError:  # a task of one's own, not registered in this process: its columns are given
-        spec = None
-    if text_columns and spec and len(text_columns) != len(spec.text_fields):
+    task, spec = recorded.task, recorded_task(recorded)
+    fields = recorded.text_fields or (spec.text_fields if spec else None)
+    if text_columns and fields and len(text_columns) != len(fields):
         raise ConfigError(f"{COLUMNS_FLAG} {','.join(text_columns)}: the model was finetuned on {task}, whose rows "
-                          f"are {len(spec.text_fields)} text(s) ({', '.join(spec.text_fields)}): name as many")
-    columns = tuple(text_columns or (spec.text_fields if spec else ("text",)))
+                          f"are {len(fields)} text(s) ({', '.join(fields)}): name as many")
+    if not text_columns and task and not fields:  # one column would feed a pair model half of each row
+        raise ConfigError(f"{path}: the model was finetuned on {task}, whose text columns {recorded.where} does not "
+                          f"give and no config.yaml of its run here records (task.spec.text_fields): name the file's "
+                          f"text columns with {COLUMNS_FLAG} (a pair task's two)")
+    columns = tuple(text_columns or fields or ("text",))
     tokenizer = load_tokenizer(path, "model_dir")
     check_tokenizer_fits(tokenizer, config, path)
     length, length_from = input_length(recorded, max_tokens(config, tokenizer, None, None), max_length, length_key,
                                        len(columns), tokenizer, path)
     model = load_pretrained(AutoModelForSequenceClassification, path, config=config).eval().to(where)
-    clean = TEXT_CLEANING.get(spec.format, str.strip) if spec else str.strip
+    clean = _cleaning(recorded, spec)
     labels = [str(config.id2label[i]) for i in range(config.num_labels)]
     return Classifier(path, model, tokenizer, columns, clean, length, task, labels, length_from)
+
+
+def _cleaning(recorded: Recorded, spec: TaskSpec | None) -> Callable[[str], str]:
+    """What finetuning did to a text before tokenizing it: the cleaning the record names, else the task's (its
+    format's ``TEXT_CLEANING``), else none (the text stripped, as the readers strip it)."""
+    named = {f"{f.__module__}.{f.__name__}": f for f in TEXT_CLEANING.values()}
+    if recorded.text_cleaning in named:
+        return named[recorded.text_cleaning]
+    return TEXT_CLEANING.get(spec.format, str.strip) if spec else str.strip
 
 
 @dataclass
@@ -253,4 +301,4 @@ def model_weights(classifier: Classifier) -> str | None:
 
 
 __all__ = ["Classifier", "Recorded", "Summary", "input_length", "load_classifier_dir", "model_weights", "predict_file",
-           "recorded_training"]
+           "recorded_task", "recorded_training"]

@@ -814,6 +814,10 @@ def test_a_task_written_only_as_yaml_finetunes_and_its_run_reads_back(tmp_path, 
     results = finetune(compose_finetune("task=hues", f"model_path={pretrained_run}", "trainer.epochs=1",
                                         f"task_cache_dir={tmp_path / 'cache'}"), run)
     assert results["task"] == "hues" and set(results["metrics"]) >= {"accuracy", "f1_macro"}
+    from linformer.modeling.card import read_card_info
+
+    # the text columns go with the model (predict.py reads them), wherever the task is registered or not
+    assert results["text_fields"] == read_card_info(run / "best")["finetuning"][-1]["text_fields"] == ["text"]
     from omegaconf import OmegaConf
 
     assert OmegaConf.load(run / "config.yaml").task.spec.label_names == list(colors)

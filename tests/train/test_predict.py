@@ -285,3 +285,63 @@ def test_a_recorded_length_above_the_models_n_cuts_rows_at_its_n(scratch, tmp_pa
     assert load_classifier_dir(str(run / "best")).max_length == N
     rows, summary = _predict(str(run / "best"), source)
     assert [r["label"] for r in rows] == _alone(scratch, WORDS) and summary.truncated == 1
+
+
+PAIR_SPEC = {"text_fields": ["text", "text2"], "label_field": "label", "label_names": ["negative", "positive"],
+             "raw_labels": ["0", "1"], "metrics": ["accuracy"], "title": "Pairy"}
+
+
+def _pair_run(scratch, root: Path, results: dict, spec: dict | None = PAIR_SPEC) -> Path:
+    """A finetuning run of a pair task of one's own, `pairy` (a config's spec block, registered in no process
+    here): its best/ (the scratch classifier), its results.json `results`, and its config.yaml with the block."""
+    import shutil
+
+    from linformer.files.atomic import write_yaml
+
+    run = root / "pairy-run"
+    shutil.copytree(scratch, run / "best")
+    write_json(run / RESULTS, results)
+    write_yaml(run / "config.yaml", {"task": {"name": "pairy", "data_dir": "x", **({"spec": spec} if spec else {})}})
+    return run
+
+
+def test_a_pair_task_of_ones_own_is_read_from_its_runs_config_not_as_one_text_column(scratch, tmp_path):
+    """A pair task defined in a config's spec block is registered in the process that finetuned it only: predict
+    fell back to the column `text` and ran the pair model on each row's first sentence alone, without a word. The
+    run's config.yaml records the block: its two columns are read from it (an older record's results.json names the
+    task alone), and one column given is refused."""
+    from linformer.data import tasks
+
+    assert "pairy" not in tasks.TASKS
+    run = _pair_run(scratch, tmp_path, {"task": "pairy"})
+    classifier = load_classifier_dir(str(run / "best"))
+    assert classifier.columns == ("text", "text2")
+    firsts, seconds = WORDS[:4], WORDS[4:8]
+    source = tmp_path / "pairs.tsv"
+    source.write_text("text\ttext2\n" + "".join(f"{a}\t{b}\n" for a, b in zip(firsts, seconds)))
+    rows, _ = _predict(str(run / "best"), source)
+    assert [r["label"] for r in rows] == _alone(str(run / "best"), firsts, seconds)
+    with pytest.raises(ConfigError, match=r"--text-columns text: the model was finetuned on pairy.*text, text2"):
+        load_classifier_dir(str(run / "best"), ("text",))
+    assert "pairy" not in tasks.TASKS  # read, not registered
+
+
+def test_the_columns_a_models_record_names_win_and_a_task_recorded_nowhere_is_refused(scratch, tmp_path):
+    """A model's card (an exported model, away from its run) names its task's text columns; a task of one's own
+    whose columns nothing here records is refused rather than read from a column `text`."""
+    from linformer.modeling.card import SIDECAR
+
+    run = _pair_run(scratch, tmp_path, {"task": "pairy"}, spec=None)
+    with pytest.raises(ConfigError, match=r"finetuned on pairy, whose text columns .*results.json does not give.*"
+                                          r"--text-columns"):
+        load_classifier_dir(str(run / "best"))
+    assert load_classifier_dir(str(run / "best"), ("a", "b")).columns == ("a", "b")
+    write_json(run / RESULTS, {"task": "pairy", "text_fields": ["q", "s"]})
+    assert load_classifier_dir(str(run / "best")).columns == ("q", "s")
+    moved = tmp_path / "exported"
+    import shutil
+
+    shutil.copytree(run / "best", moved)
+    write_json(moved / SIDECAR, {"finetuning": [{"task": "pairy", "text_fields": ["question", "answer"],
+                                                 "run_dir": "gone/run"}]})
+    assert load_classifier_dir(str(moved)).columns == ("question", "answer")
