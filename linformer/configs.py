@@ -280,6 +280,21 @@ def _mode_override(overrides: list[str]) -> str | None:
     return modes[-1] if modes else None
 
 
+def spec_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """`overrides` with each ``task.spec.<field>=`` of a TaskSpec field (``runconfig.settings.SPEC_KEYS``, and
+    ``task.spec=`` itself) made a force-add (``++``): a task config may leave a field out (format, files,
+    eval_split, title take the TaskSpec's defaults), and Hydra refuses an override of a key the composed config does
+    not hold, where the field is one the task's spec reads. A misspelt field is left as it is: Hydra names it."""
+    from .runconfig.settings import SPEC_KEYS
+
+    def field_of(override: str) -> bool:
+        key = override.split("=", 1)[0]
+        parts = key.split(".")
+        return "=" in override and parts[:2] == ["task", "spec"] and (len(parts) == 2 or parts[2] in SPEC_KEYS)
+
+    return [f"++{o}" if field_of(o) else o for o in overrides]
+
+
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):
     """configs/<config_name>.yaml composed with `overrides`, as its script composes it (for tests, notebooks and
     plans that need a job's paths). No run directory is made; ``with_hydra`` keeps the ``hydra`` node, whose
@@ -291,6 +306,7 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_
     register_resolvers()
     parse_each_config_once()
     sources = config_sources()
+    overrides = spec_overrides(overrides)
     with _own_global_hydra():
         added = _initialize(sources)
         try:
@@ -896,6 +912,8 @@ def refuse_added_keys(cfg, added: list[str], config_name: str) -> None:
             raise ConfigError(f"{override}: nothing reads it: this command's config ({own}) "
                               "has no model settings; the model comes whole from model_path (convert or reshape "
                               f"it first: {script_command('convert')} model_path=... model.<field>=...)")
+        if spec_overrides([override[1:]]) != [override[1:]]:
+            continue  # a TaskSpec field of the task's spec block (runconfig.settings.task_spec reads and checks it)
         values = flatten(OmegaConf.to_container(cfg, resolve=False))
         # a key the config reads only where an option sets it (${oc.select:data.vocab_size,50265}): the key that
         # reads it is the one to give

@@ -34,6 +34,7 @@ from .configs import (
     refuse_long_job_names,
     refuse_missing_values,
     refuse_sweep,
+    spec_overrides,
     sweep_size,
     sweeps,
     swept_keys,
@@ -107,6 +108,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
             given = sys.argv[1:]
             args = [_from_repository(a) for a in given]  # a relative hydra.run.dir or sweep.dir: from the clone too
+            args = spec_overrides(args)  # task.spec.<field>= sets a TaskSpec field the task config leaves out too
             start.update(started=time.time(), before=None, earlier=None)
             with cli_errors(resumes, work=False):  # a --config-dir or --config-path that names no folder
                 refuse_undecodable_arguments(given)

@@ -684,3 +684,32 @@ def test_every_path_a_spec_reads_starts_from_the_repository_with_home_expanded(c
     assert relative.startswith(str(repo_root() / "some" / "where"))
     home = getattr(spec.read(compose(config, [*base, f"{key}='~/out'"])), field)
     assert home.startswith(str(tmp_path / "home" / "out"))
+
+
+@pytest.mark.parametrize("override, field, value", [
+    ("task.spec.format=csv", "format", "csv"),
+    ("task.spec.files={train:t.csv,eval:d.csv}", "files", {"train": "t.csv", "eval": "d.csv"}),
+    ("task.spec.eval_split=test", "eval_split", "test"),
+    ("task.spec.title=Hues", "title", "Hues"),
+    ("+task.spec.title=Hues", "title", "Hues"),
+])
+def test_every_task_spec_field_is_set_on_the_command_line_where_the_task_config_leaves_it_out(
+        fresh_tasks, override, field, value):
+    """A task config as the guide writes it (no format, files, eval_split or title: the TaskSpec's defaults) refused
+    task.spec.format=csv as "no such key", and +task.spec.title=... as "no code reads the key", though the spec
+    reads both."""
+    from linformer.configs import refuse_added_keys
+    from linformer.runconfig import FinetuneSpec
+
+    left_out = [f"~task.spec.{key}" for key in ("format", "files", "eval_split", "title")]
+    cfg = compose("finetune", ["task=_example", "task.name=hues", "task.data_dir=d", "model_path=m", *left_out,
+                               override])
+    refuse_added_keys(cfg, [o for o in [override] if o.startswith("+")], "finetune")
+    FinetuneSpec.read(cfg)
+    assert getattr(tasks.get_task("hues"), field) == value
+    with pytest.raises(ConfigError, match=r"^task.spec.formt: no such key \(did you mean task.spec.format\?\)"):
+        compose("finetune", ["task=_example", "task.data_dir=d", "model_path=m", "task.spec.formt=csv"])
+    # a package's task takes a field only as it has it: the others are its own, the change is named
+    with pytest.raises(ConfigError, match=rf"^task.spec: task.name=sst2 is the package's own task, and the spec "
+                                          rf"changes its {field}"):
+        FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", override]))

@@ -503,6 +503,8 @@ def task_spec(name: str, block) -> TaskSpec:
     if not isinstance(block, Mapping):
         raise ConfigError(f"task.spec={block!r} must be a mapping of TaskSpec fields: {', '.join(SPEC_KEYS)}.")
     refuse_unknown(block, SPEC_KEYS, "task.spec")
+    if name in BUILT_IN:  # one field given (task.spec.format=csv on the command line): the others are the package's
+        block = {**spec_block(get_task(name)), **{k: v for k, v in block.items() if v is not None}}
     missing = [key for key in SPEC_KEYS[:4] if block.get(key) is None]
     if missing:
         raise ConfigError(f"task.spec.{missing[0]} is not set: a task's spec names its text column(s) (text_fields), "
