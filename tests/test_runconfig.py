@@ -713,3 +713,15 @@ def test_every_task_spec_field_is_set_on_the_command_line_where_the_task_config_
     with pytest.raises(ConfigError, match=rf"^task.spec: task.name=sst2 is the package's own task, and the spec "
                                           rf"changes its {field}"):
         FinetuneSpec.read(compose("finetune", ["task=sst2", "model_path=m", override]))
+
+
+def test_the_example_task_run_under_another_name_is_titled_by_that_name(fresh_tasks):
+    """task=_example task.name=rte (the guide's route without a file of one's own) recorded the title Colors, and
+    TITLES["rte"] became "Colors": the tables and forest plots would have named an RTE column Colors."""
+    from linformer.runconfig import FinetuneSpec
+
+    base = ["task=_example", "task.data_dir=d", "model_path=m"]
+    run = FinetuneSpec.read(compose("finetune", [*base, "task.name=rte"]))
+    assert run.config["task"]["spec"]["title"] == "rte" and tasks.TITLES["rte"] == tasks.get_task("rte").title == "rte"
+    FinetuneSpec.read(compose("finetune", [*base, "task.name=rte2", "task.spec.title=RTE"]))
+    assert tasks.TITLES["rte2"] == "RTE" and tasks.TITLES["rte"] == "rte"
