@@ -1,9 +1,13 @@
 """Finetuning tasks: the registry (TASKS) of TaskSpecs, their metrics and their text cleaning. Their files are read
 by ``task_readers``, their splits chosen by ``task_splits``, and ``task_loading.load_task`` returns them tokenized.
 
-Adding a GLUE task is one TaskSpec entry (and its configs/task/<name>.yaml), e.g. MRPC:
+Adding a GLUE task to the package is one TaskSpec entry in TASKS and its configs/task/<name>.yaml (name: <name>,
+data_dir, max_length, skip_bad_rows, as configs/task/sst2.yaml), e.g. MRPC:
     TaskSpec("mrpc", ("#1 String", "#2 String"), "Quality", ("not_equivalent", "equivalent"), ("0", "1"),
              ("accuracy", "f1"), hub=("glue", "mrpc"), hub_fields=("sentence1", "sentence2"), mirror_subdir="glue/mrpc")
+Nothing else: PAPER_ORDER lists the paper's Table 2 columns only (a task outside them is left out of Table 2's
+reports, which say so), and MIRROR_TASKS only the tasks whose train and eval splits the data mirror holds (the
+reproductions' default tasks); TITLES and BUILT_IN follow TASKS.
 A task of local files only leaves `hub` out; one of more than two labels scores F1 as "f1_macro" (``metrics.METRICS``).
 A task of one's own, outside the package, is a task config's ``spec`` block (configs/task/_example.yaml), which
 ``runconfig.TaskData.read`` registers wherever a config is read, or ``register_task(TaskSpec(...))`` in the process.
@@ -149,7 +153,8 @@ TASKS: dict[str, TaskSpec] = {
                  mirror_subdir="imdb", title="IMDB"),
     ]
 }
-# The paper's Table 2 columns, in its order (every task above, once): reports print their columns in this order.
+# The paper's Table 2 columns, in its order, each a task above (a task outside the paper's table is in TASKS alone):
+# Table 2's reports print these columns in this order.
 PAPER_ORDER = ("sst2", "imdb", "qnli", "qqp")
 # The tasks whose train and eval splits the data mirror holds (its QNLI has no train split, and it has no QQP): what the
 # reproductions finetune on by default.
