@@ -280,13 +280,17 @@ def _mode_override(overrides: list[str]) -> str | None:
     return modes[-1] if modes else None
 
 
-def spec_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
-    """`overrides` with each ``task.spec.<field>=`` of a TaskSpec field (``runconfig.settings.SPEC_KEYS``, and
-    ``task.spec=`` itself) made a force-add (``++``): a task config may leave a field out (format, files,
-    eval_split, title take the TaskSpec's defaults), and Hydra refuses an override of a key the composed config does
-    not hold, where the field is one the task's spec reads. A misspelt field is left as it is: Hydra names it."""
-    from .runconfig.settings import SPEC_KEYS
+# The TaskSpec fields a task config's spec block gives (a task of local files: no hub fields); the first four are
+# needed, the others have the TaskSpec's defaults (``runconfig.settings.task_spec`` reads the block)
+SPEC_KEYS = ("text_fields", "label_field", "label_names", "raw_labels", "metrics", "format", "files", "eval_split",
+             "title")
 
+
+def spec_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """`overrides` with each ``task.spec.<field>=`` of a TaskSpec field (SPEC_KEYS, and ``task.spec=`` itself) made
+    a force-add (``++``): a task config may leave a field out (format, files, eval_split, title take the TaskSpec's
+    defaults), and Hydra refuses an override of a key the composed config does not hold, where the field is one the
+    task's spec reads. A misspelt field is left as it is: Hydra names it."""
     def field_of(override: str) -> bool:
         key = override.split("=", 1)[0]
         parts = key.split(".")

@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..configs import RETIRED_KEYS, retired_key
+from ..configs import RETIRED_KEYS, SPEC_KEYS, retired_key
 from ..data import tasks as _tasks
 from ..data.io import local_path
 from ..data.tasks import BUILT_IN, TaskSpec, TaskSpecError, get_task, register_task
@@ -461,9 +461,6 @@ class TaskData:
                    subset_seed=subset_seed, validation_fraction=validation_fraction(cfg))
 
 
-# The TaskSpec fields a task config's spec block gives (a task of local files: no hub fields); the first four are needed
-SPEC_KEYS = ("text_fields", "label_field", "label_names", "raw_labels", "metrics", "format", "files", "eval_split",
-             "title")
 _SPEC_LISTS = ("text_fields", "label_names", "raw_labels", "metrics")
 
 
