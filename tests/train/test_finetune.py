@@ -1124,3 +1124,23 @@ def test_a_finetuning_run_s_tracker_tags_and_config_name_its_start_model_s_archi
         config = tracker_config({"model_path": str(path)}, task.tracker_config)
         assert config == {"model_path": str(path), **arch, "start_weights_sha256": task.start_weights_sha256}
         assert len(task.start_weights_sha256) == 64
+
+
+def test_a_label_no_training_row_has_is_named_in_a_warning(caplog):
+    """task=_example run on two-label files keeps its three labels unless told: the third class is never trained,
+    which the run must say (one warning naming the label and the keys to set), and a task whose rows cover every
+    label says nothing."""
+    import datasets
+
+    from linformer.data.tasks import TaskSpec
+    from linformer.train.finetune import warn_unseen_labels
+
+    spec = TaskSpec("colors", ("text",), "label", ("red", "green", "blue"), ("0", "1", "2"))
+    binary = datasets.Dataset.from_dict({"labels": [0, 1, 1, 0]})
+    with caplog.at_level("WARNING"):
+        assert warn_unseen_labels(spec, binary, "/data/rte") == ["'blue' (written '2')"]
+    assert "'blue' (written '2') is in none of the 4 training rows (of /data/rte)" in caplog.text
+    assert "task.spec.label_names" in caplog.text
+    caplog.clear()
+    assert warn_unseen_labels(spec, datasets.Dataset.from_dict({"labels": [0, 1, 2]}), "/d") == []
+    assert caplog.text == ""
