@@ -43,13 +43,16 @@ def resampled_rows(E: torch.Tensor, T: int, lengths: torch.Tensor | None = None)
     """E (n x k, or H x n x k) resampled to inputs of T tokens: row t of the result is the integral of E's rows over
     [t n / L, (t + 1) n / L), L an input's length (area resampling, E's rows read as a piecewise-constant function
     of position). Each column keeps its sum, so a window mean stays a mean, over windows of L / k tokens; L = n
-    gives E itself.
+    gives E itself (to the rounding of differences of its cumulative sums: about 1e-6 of E in float32). Computed in
+    E's dtype, float32 at least.
 
     ``lengths`` (B,): each row's real length (right padding), giving a (B, T, k) or (B, H, T, k) matrix whose rows
     at t >= L are zero; None: every input is T long, giving (T, k) or (H, T, k).
     """
     n = E.shape[-2]
-    C = F.pad(E.float().cumsum(-2), (0, 0, 1, 0))  # C[i] = sum of E's first i rows: (..., n + 1, k)
+    # the cumsum in float32 at least (a bf16 E's differences of sums would keep 3 digits), float64 in a float64 model
+    acc = torch.promote_types(E.dtype, torch.float32)
+    C = F.pad(E.to(acc).cumsum(-2), (0, 0, 1, 0))  # C[i] = sum of E's first i rows: (..., n + 1, k)
     t = torch.arange(T + 1, device=E.device, dtype=torch.float64)
     L = torch.tensor([float(T)], device=E.device, dtype=torch.float64) if lengths is None else \
         lengths.double().clamp(min=1)  # an all-padding row: any finite matrix (its keys are zero)
@@ -627,7 +630,8 @@ class LinformerSelfAttention(nn.Module):
         overlap = None
         if self.overlap_rule:  # the tokens each column stands for: its window of the row (resample) or of E's n rows
             overlap = layout.overlap(pk.shape[-2], *((None, None) if (E.resample or self.landmarks) else
-                                                     E.weight.shape[-2:]), rule=self.overlap_rule)
+                                                     E.weight.shape[-2:]), rule=self.overlap_rule,
+                                     dtype=torch.promote_types(q.dtype, torch.float32))
         dropout_p = self.dropout_p if self.training else 0.0
         if self.config._attn_implementation == "flex_attention":
             out = flex_local_global(q, keys, values, layout, (pk, pv, pmask, log_count), overlap, dropout_p,

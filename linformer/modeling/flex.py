@@ -161,7 +161,7 @@ def local_global(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout, proj
     pk, pv, column_mask, log_count = projected
     B, H, T, _ = q.shape
     c = pk.shape[-2]
-    counts = log_count.expand(B, H, c).float()
+    counts = log_count.expand(B, H, c).to(torch.promote_types(log_count.dtype, torch.float32))
 
     def finite_part() -> torch.Tensor:  # (B, T, c): the lowered counts per query (the mask_mod masks the rest)
         bias = overlap.view(B, -1, c)[:, :T]

@@ -135,14 +135,14 @@ def column_extents(lengths: torch.Tensor, c: int, n: int | None = None, k: int |
 
 
 def reduced_count_bias(extents: torch.Tensor, unit: int, gi: torch.Tensor | None, gvalid: torch.Tensor | None,
-                       b: int, nb: int, radius: int) -> torch.Tensor:
+                       b: int, nb: int, radius: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """(B, 1, nb, b, c) additive bias of overlap_columns="reduce": each projected column's count less the tokens of
     it the query's exact keys hold, as log(1 - held share), the share of the column's weight on those tokens
     (``column_extents``: h / m of a mean over m tokens, so that the count m becomes m - h); a column whose tokens
     they hold all is masked, as overlap_bias masks it. The share is E's window as positions define it (a window
     mean), not a trained E's weights: one bias per forward, whatever the layer. Global tokens (gi, gvalid: (B, G),
     ``global_index``) are held outside the window too. An empty extent (past a short row's end) is left to the
-    column mask."""
+    column mask. In `dtype`, the scores' (float64 in a float64 model)."""
     B, c = extents.shape[:2]
     t = torch.arange(nb * b, device=extents.device).view(1, nb, b, 1)
     a, e = extents[..., 0].view(B, 1, 1, c), extents[..., 1].view(B, 1, 1, c)
@@ -157,7 +157,7 @@ def reduced_count_bias(extents: torch.Tensor, unit: int, gi: torch.Tensor | None
         outside = gvalid[:, slot].view(B, 1, 1, 1) & (((t - g).abs() > radius) if radius else True)
         held = held + within(g * unit, (g + 1) * unit) * outside
     width = e - a
-    share = held.to(torch.float32) / width.clamp(min=1).to(torch.float32)
+    share = held.to(dtype) / width.clamp(min=1).to(dtype)
     bias = torch.where(held < width, torch.log1p(-share), _NEG)  # log1p(-1) = -inf where all held: replaced
     return torch.where(width > 0, bias, 0.0)[:, None]
 
@@ -232,17 +232,19 @@ class ExactKeyLayout:
         return once(shared, ("exact_key_layout", T, radius, tuple(positions)),
                     lambda: cls(lengths, T, radius, positions))
 
-    def overlap(self, c: int, n: int | None = None, k: int | None = None, rule: str = "mask") -> torch.Tensor:
+    def overlap(self, c: int, n: int | None = None, k: int | None = None, rule: str = "mask",
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The additive bias of c projected columns under overlap_columns=`rule` (their tokens: ``column_spans(lengths,
-        c, n, k)``): ``overlap_bias`` ("mask") or ``reduced_count_bias`` ("reduce"), built once per shape: every layer
-        whose projection has it biases the same columns."""
+        c, n, k)``): ``overlap_bias`` ("mask") or ``reduced_count_bias`` ("reduce"), in `dtype` (the scores'), built
+        once per shape: every layer whose projection has it biases the same columns."""
         def build() -> torch.Tensor:
             if rule == "reduce":
                 return reduced_count_bias(*column_extents(self.lengths, c, n, k), self.gi, self.gvalid, self.b, self.nb,
-                                          self.radius)
-            return overlap_bias(column_spans(self.lengths, c, n, k), self.is_global, self.b, self.nb, self.radius)
+                                          self.radius, dtype)
+            return overlap_bias(column_spans(self.lengths, c, n, k), self.is_global, self.b, self.nb,
+                                self.radius).to(dtype)
 
-        return once(self.memo, ("overlap", rule, c, n, k), build)
+        return once(self.memo, ("overlap", rule, c, n, k, dtype), build)
 
 
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,

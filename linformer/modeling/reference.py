@@ -30,9 +30,10 @@ def full_attention(model) -> Iterator[None]:
 
 def squared_relative_error(student: torch.Tensor, teacher: torch.Tensor,
                            mask: torch.Tensor | None = None) -> torch.Tensor:
-    """||student - teacher||^2 / ||teacher||^2 (float32), over the real tokens (mask 1, shape (B, T)) of a padded
-    batch when a mask is given."""
-    s, t = student.float(), teacher.float()
+    """||student - teacher||^2 / ||teacher||^2 (in float32 at least: float64 for float64 outputs), over the real
+    tokens (mask 1, shape (B, T)) of a padded batch when a mask is given."""
+    acc = torch.promote_types(torch.promote_types(student.dtype, teacher.dtype), torch.float32)
+    s, t = student.to(acc), teacher.to(acc)
     if mask is not None:
         m = mask.unsqueeze(-1).to(s.dtype)
         s, t = s * m, t * m

@@ -149,6 +149,24 @@ def test_identity_projection_with_k_equal_n_is_full_attention(sharing):
     torch.testing.assert_close(lin(ids).last_hidden_state, full(ids).last_hidden_state, atol=1e-5, rtol=1e-5)
 
 
+def test_the_relative_error_of_float64_outputs_is_float64s():
+    """squared_relative_error (transfer's and distillation's loss, the fidelity report's figure) cast both sides to
+    float32 first: between float64 outputs 1e-9 apart it measured float32's rounding (about 1e-15, where the error is
+    1e-18), so a float64 fidelity or exactness study bottomed out there. bf16 outputs are still measured in float32."""
+    from linformer.modeling.reference import squared_relative_error
+
+    torch.manual_seed(0)
+    teacher = torch.randn(2, 5, 8, dtype=torch.float64)
+    student = teacher + 1e-9 * torch.randn(2, 5, 8, dtype=torch.float64)
+    mask = torch.tensor([[1] * 5, [1] * 3 + [0] * 2])
+    keep = mask[..., None].double()
+    want = ((student - teacher) * keep).square().sum() / (teacher * keep).square().sum()
+    got = squared_relative_error(student, teacher, mask)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=0)
+    assert squared_relative_error(student.bfloat16(), teacher.bfloat16()).dtype == torch.float32
+
+
 @pytest.mark.parametrize("sharing", [s for s in SHARINGS if s != "none"])
 def test_projecting_hidden_states_first_equals_projecting_keys(sharing):
     """Every sharing whose E serves all heads takes the shared-E fast path (E^T X then W, the key/value bias weighted

@@ -66,6 +66,41 @@ def test_rows_of_a_padded_batch_are_each_resampled_to_their_own_length():
     assert rows[1, 7:].abs().max() == 0
 
 
+def test_a_float64_E_is_resampled_in_float64():
+    """The resampled rows were computed from E's cumulative sums in float32 and cast back, so a float64 model kept
+    only float32's precision there and its gradchecks with respect to E failed (Jacobian mismatch); one E shared by
+    the heads and one per head, every row as long as the batch and rows of their own lengths."""
+    from torch.autograd import gradcheck
+
+    torch.manual_seed(0)
+    assert resampled_rows(torch.randn(7, 3, dtype=torch.bfloat16), 5).dtype == torch.bfloat16
+    shared, per_head = torch.randn(7, 3, dtype=torch.float64), torch.randn(2, 7, 3, dtype=torch.float64)
+    for E in (shared, per_head):
+        E.requires_grad_()
+        assert gradcheck(lambda E: resampled_rows(E, 5), (E,))
+        assert gradcheck(lambda E: resampled_rows(E, 5, torch.tensor([5, 2])), (E,))
+
+
+@pytest.mark.parametrize("form", [{}, dict(local_window=3, global_positions=[0, -1], overlap_columns="reduce")])
+def test_a_float64_layer_with_resampled_E_passes_gradcheck_in_E(form):
+    """One attention layer (E per head, a separate F) with length_policy="resample" in float64, over a padded
+    batch: its outputs' gradients with respect to E and F are float64's, as the slice's are (they failed gradcheck:
+    the resampled rows held float32's precision)."""
+    from torch.autograd import gradcheck
+
+    from linformer.modeling.attention import LinformerSelfAttention
+
+    torch.manual_seed(0)
+    config = tiny_config(hidden_size=8, num_attention_heads=2, max_seq_len=7, projected_dim=3, sharing="none",
+                         length_policy="resample", projection_init="xavier", **form)
+    layer = LinformerSelfAttention(config, 0).double().eval()
+    hidden = torch.randn(2, 7, 8, dtype=torch.float64)
+    mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+    outputs = lambda e, f: torch.func.functional_call(layer, {"E.weight": e, "F.weight": f}, (hidden, mask))[0]
+    E, F_ = (p.detach().clone().requires_grad_() for p in (layer.E.weight, layer.F.weight))
+    assert gradcheck(outputs, (E, F_))
+
+
 def test_a_short_input_reaches_every_column_only_when_resampled():
     """Mean-initialised E at n = 16, k = 6: the slice's first 5 rows reach 2 of the 6 windows (T k / n), so 4 keys
     are zero; resampled, all 6 hold tokens. The gradient reaches E's rows past T only through the resampling."""

@@ -505,6 +505,37 @@ def test_reduced_counts_equal_the_share_of_a_window_mean_e_query_by_query(radius
     assert (want[real] > torch.finfo(torch.float32).min).any() and (want[real] < 0).any()
 
 
+@pytest.mark.parametrize("resample", [True, False])
+def test_a_float64_models_reduced_counts_are_float64s(resample):
+    """overlap_columns="reduce" built its bias in float32 whatever the model's dtype: a float64 model's lowered
+    counts (log(1 - h / m), h / m a share such as 1/6 or 3/23) were float32's rounding of them. A float64 layer's
+    forward now builds them in float64, to float64's precision; a bf16 one's in float32 (its scores' dtype), and
+    the layout alone in float32 as before."""
+    from linformer.modeling.attention import LinformerSelfAttention
+    from linformer.modeling.local_global import ExactKeyLayout
+
+    lengths, T, c = torch.tensor([23, 17, 5]), 23, 6
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    want = dense_reduced(T, lengths, 4, [0, -1], window_mean_rows(lengths, T, c, resample=resample))
+    want = want.clamp(min=torch.finfo(torch.float32).min)
+    config = LinformerConfig(**dict(SMALL, max_seq_len=8 * c, projected_dim=c), local_window=8,
+                             global_positions=[0, -1], overlap_columns="reduce",
+                             length_policy="resample" if resample else "slice")
+    for dtype in (torch.float64, torch.bfloat16):
+        layer = LinformerSelfAttention(config, 0).to(dtype).eval()
+        shared = {}
+        with torch.no_grad():
+            layer(torch.randn(3, T, 32, dtype=dtype), real, per_forward=shared)
+        [layout] = [v for v in shared.values() if isinstance(v, ExactKeyLayout)]
+        [bias] = [v for key, v in layout.memo.items() if key[0] == "overlap"]
+        got = bias.view(3, -1, c)[:, :T]
+        tol = 1e-13 if dtype == torch.float64 else 1e-6
+        torch.testing.assert_close(got[real].double(), want[real], atol=tol, rtol=tol)
+        assert bias.dtype == torch.promote_types(dtype, torch.float32)
+    shape = (None, None) if resample else (8 * c, c)
+    assert ExactKeyLayout(lengths, T, 4, [0, -1]).overlap(c, *shape, rule="reduce").dtype == torch.float32
+
+
 @pytest.mark.parametrize("radius, positions", [(4, [0, -1]), (3, []), (2, [0, 2, -1]), (0, [0, -1])])
 def test_reduced_counts_equal_the_dense_reference(radius, positions):
     _against_dense(radius, positions, [23, 17, 5], c=6, seed=1, overlap="reduce")
