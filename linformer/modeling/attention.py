@@ -34,7 +34,14 @@ from .configuration import PROJECTION_INITS, PROJECTIONS, SHARING, LinformerConf
 from .errors import ConfigError
 from .flex import attend, key_mask
 from .flex import local_global as flex_local_global
-from .local_global import ExactKeyLayout, column_log_counts, landmark_pooling, local_global_attention, once
+from .local_global import (
+    ExactKeyLayout,
+    column_log_counts,
+    eager_attention,
+    landmark_pooling,
+    local_global_attention,
+    once,
+)
 from .threads import capturing, is_exporting, static_length_only
 from .values import ceil_div
 
@@ -483,9 +490,10 @@ def with_zero_gradients(out: torch.Tensor, *projections: nn.Module | None) -> to
 class LinformerSelfAttention(nn.Module):
     """RoBERTa's self-attention (query/key/value names kept), with Linformer or full attention.
 
-    Attention itself goes through ``F.scaled_dot_product_attention``; the eager path (materialised
-    probabilities) runs only when ``output_attentions=True``, and returns (B, H, T, k) probabilities
-    (T x T in full mode).
+    Attention itself goes through ``F.scaled_dot_product_attention`` (attn_implementation "sdpa"), the explicit
+    matmul-softmax-matmul (``eager_attention``) under "eager" or with ``output_attentions=True``, which returns
+    (B, H, T, k) probabilities (T x T in full mode), or flex_attention. Only eager has a double backward on the CPU
+    (torch's CPU flash kernel behind sdpa has none; flex there no backward at all).
     """
 
     def __init__(self, config: LinformerConfig, layer_idx: int):
@@ -495,7 +503,8 @@ class LinformerSelfAttention(nn.Module):
         self.query, self.key, self.value = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
         self.dropout_p = config.attention_probs_dropout_prob
         # read at every forward, as HF's attention modules do: set_attn_implementation("eager") switches the softmax
-        # attention to the explicit matmul-softmax-matmul (the path that returns attention maps), "sdpa" to the kernel
+        # attention to the explicit matmul-softmax-matmul (the path that returns attention maps; the local/global
+        # attention's global rows too), "sdpa" to the kernel
         self.config = config
         self.linformer = config.projects_keys
         self.k = config.k_of_layer(layer_idx) if self.linformer else None
@@ -638,7 +647,8 @@ class LinformerSelfAttention(nn.Module):
                                     reduced=self.overlap_rule == "reduce")
         else:
             out = local_global_attention(q, keys, values, lengths, self.local_radius, self.global_positions,
-                                         (pk, pv, pmask, log_count), dropout_p, layout=layout, overlap=overlap)
+                                         (pk, pv, pmask, log_count), dropout_p, layout=layout, overlap=overlap,
+                                         eager=self.config._attn_implementation == "eager")
         return out.transpose(1, 2).reshape(B, T, -1)
 
     def _attend(self, q, keys, values, kmask, output_attentions, memo=(None, None)):
@@ -650,11 +660,7 @@ class LinformerSelfAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
         if output_attentions or self.config._attn_implementation == "eager":
-            scores = (q @ keys.transpose(-1, -2)) / math.sqrt(self.head_dim)
-            if attn_mask is not None:
-                scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)
-            probs = scores.softmax(-1)
-            out = F.dropout(probs, dropout_p, self.training) @ values
+            out, probs = eager_attention(q, keys, values, attn_mask, dropout_p)
         elif self.config._attn_implementation == "flex_attention":
             shared, what = memo
             mask = once(shared, ("flex_key_mask", what, q.shape[2], keys.shape[-2]),

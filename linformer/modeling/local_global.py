@@ -25,6 +25,8 @@ Shapes: B batch, H heads, T tokens, d head width, c projected columns, G global 
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -162,6 +164,20 @@ def reduced_count_bias(extents: torch.Tensor, unit: int, gi: torch.Tensor | None
     return torch.where(width > 0, bias, 0.0)[:, None]
 
 
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
+                    dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention as matmul, softmax, matmul (attn_implementation="eager"): queries (B, H, T, d) over keys and
+    values (B, H, S, d) -> the output (B, H, T, d) and the probabilities (B, H, T, S). keep: a bool mask broadcasting
+    to (B, H, T, S), True where a key is seen, or None. As HF's eager attention: the softmax in float32 at least, then
+    in q's dtype, and dropout (`dropout_p`: 0 outside training) on the probabilities before V (the ones returned
+    are before it). Every operation here has a double backward (torch's CPU flash kernel behind sdpa has none)."""
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if keep is not None:
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    probs = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
+    return (F.dropout(probs, dropout_p) if dropout_p else probs) @ v, probs
+
+
 def once(store: dict | None, key: tuple, build):
     """What `build()` returns, built the first time `key` is asked of `store` (a dict that lives for one forward, so
     that every layer shares what depends on the input's shape and mask only) and looked up after; built each time
@@ -250,7 +266,8 @@ class ExactKeyLayout:
 def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
                            radius: int, positions: list[int], projected: tuple | None,
                            dropout_p: float = 0.0, spans: torch.Tensor | None = None,
-                           layout: ExactKeyLayout | None = None, overlap: torch.Tensor | None = None) -> torch.Tensor:
+                           layout: ExactKeyLayout | None = None, overlap: torch.Tensor | None = None,
+                           eager: bool = False) -> torch.Tensor:
     """One softmax over local, global and projected keys -> (B, H, T, d).
 
     q, k, v: (B, H, T, d), k and v zero at padded positions; lengths: (B,) real tokens per row (right padding);
@@ -259,7 +276,8 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     the tokens each projected column stands for (``column_spans``) to mask it for the queries whose exact keys hold
     them all (overlap_columns="mask"), or None to keep every column; layout: the forward's ``ExactKeyLayout`` (None:
     built here); overlap: the columns' additive bias already built (``ExactKeyLayout.overlap``, "mask" or "reduce"),
-    in place of `spans`.
+    in place of `spans`; eager: the global tokens' rows (attending to every position) through ``eager_attention``
+    (attn_implementation="eager", which has a double backward) rather than F.scaled_dot_product_attention.
 
     Each block of b queries is scored against its band (the b + 2 radius positions around it), the global keys
     and the projected keys in two products, and normalised together in one softmax: no key is copied per block.
@@ -292,8 +310,11 @@ def local_global_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, le
     out = _chunked_softmax(_blocks(q, b, nb), band_k, band_v, others, biases, dropout_p).reshape(B, H, nb * b, d)[
         :, :, :T]
     if positions:  # the global tokens' queries attend to every real position exactly
-        full = F.scaled_dot_product_attention(q.gather(2, gather), k, v, attn_mask=real[:, None, None, :],
-                                              dropout_p=dropout_p)  # (B, H, G, d)
+        if eager:
+            full, _ = eager_attention(q.gather(2, gather), k, v, real[:, None, None, :], dropout_p)  # (B, H, G, d)
+        else:
+            full = F.scaled_dot_product_attention(q.gather(2, gather), k, v, attn_mask=real[:, None, None, :],
+                                                  dropout_p=dropout_p)
         # each global token's row taken from its slot's (selected, not written by index: no host sync, and the
         # TorchScript ONNX exporter takes it), copied a row of d at a time: a gather by a (B, H, T, d) index would
         # read and follow an index per element where this moves whole rows

@@ -627,6 +627,56 @@ def test_the_global_queries_gradients_equal_the_dense_reference(lengths):
         torch.testing.assert_close(a, b)
 
 
+def _tiny_global_layer(impl: str, dropout: float = 0.0):
+    from linformer.modeling.attention import LinformerSelfAttention
+
+    torch.manual_seed(0)
+    config = LinformerConfig(**dict(SMALL, hidden_size=4, max_seq_len=6, projected_dim=3,
+                                    attention_probs_dropout_prob=dropout),
+                             local_window=3, global_positions=[0, -1], projection_init="xavier")
+    config._attn_implementation = impl
+    return LinformerSelfAttention(config, 0).double()
+
+
+def test_eager_attention_with_global_tokens_has_a_double_backward():
+    """attn_implementation="eager" is the explicit matmul-softmax-matmul everywhere, the global tokens' rows (which
+    attend to every position) included: those went through F.scaled_dot_product_attention whatever it said, whose CPU
+    kernel has no double backward, so a gradient penalty or meta-learning step failed with global tokens under eager
+    too. The eager layer gives sdpa's outputs."""
+    from torch.autograd import gradgradcheck
+
+    layer = _tiny_global_layer("eager").eval()
+    hidden = torch.randn(2, 6, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    assert gradgradcheck(lambda h: layer(h, mask)[0], (hidden,))
+    with torch.no_grad():
+        eager = layer(hidden, mask)[0]
+        layer.config._attn_implementation = "sdpa"
+        torch.testing.assert_close(layer(hidden, mask)[0][mask.bool()], eager[mask.bool()], atol=1e-13, rtol=0)
+
+
+def test_eager_global_rows_drop_out_their_probabilities(monkeypatch):
+    """Under eager, attention dropout on the global tokens' rows falls where HF's eager attention puts it: on the
+    softmax's probabilities over the row's real tokens, before they weigh the values."""
+    import torch.nn.functional as F
+
+    seen = []
+    dropout = F.dropout
+
+    def recorded(x, *args, **kwargs):
+        seen.append(x.detach().clone())
+        return dropout(x, *args, **kwargs)
+
+    layer = _tiny_global_layer("eager", dropout=0.5).train()
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    monkeypatch.setattr(F, "dropout", recorded)
+    layer(torch.randn(2, 6, 4, dtype=torch.float64), mask)
+    rows = [x for x in seen if x.shape == (2, 2, 2, 6)]  # (B, H, G, T): the global tokens' rows over every key
+    assert len(rows) == 1, [x.shape for x in seen]
+    torch.testing.assert_close(rows[0].sum(-1), torch.ones(2, 2, 2, dtype=torch.float64))
+    assert (rows[0][1, :, :, 4:] == 0).all()  # the padded keys take nothing
+
+
 def test_a_trace_at_one_length_run_at_another_says_so_in_the_graph():
     """torch.jit.trace keeps the block layout of the traced length as constants: run at another length, the graph
     gave outputs 1e-2 from eager's without a word (a longer input) or a strided view's storage error (a shorter one).
