@@ -1,7 +1,8 @@
 """Free a finished run's disk: python scripts/prune_checkpoints.py outputs/pretrain/<run> [more runs or folders]
 
 Removes the checkpoints/ of each complete run named (or found under a folder named: outputs/ for every run), whose
-model (model/ or best/) is intact: a complete run keeps trainer.keep_last full checkpoints (weights and optimizer
+model (model/ or best/) is intact (by its checksums; one saved without them, by an earlier version, by comparing its
+weights with the run's checkpoints'): a complete run keeps trainer.keep_last full checkpoints (weights and optimizer
 state, ~3x the model each) that only continuing it further needs. run.json records the removal, so that a later start
 of the run says its checkpoints were removed instead of training it again from step 0. A run not complete (its
 checkpoints continue it), one a live process holds, or one whose model is gone or never kept is left as it is,

@@ -32,17 +32,21 @@ import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import load as accelerate_load
+from safetensors import safe_open
+from safetensors.torch import load_file
 
 from ..errors import CheckpointError, PeerFailed, RunDirError, first_line
 from ..files.atomic import swap_in, umask_modes, write_json, written_at
 from ..files.hashing import checksum_problems, file_checksums
 from ..files.mappings import read_json
+from ..files.outputs import output_damage
 
 # a run's checkpoints as every reader finds them: files/runs.py, below the model loaders
 from ..files.runs import (
     BEST_DIR,
     CHECKPOINT_STATE,
     MODEL_DIR,
+    RESULTS,
     RUN,
     SUMMARY,
     checkpoint_dir,
@@ -53,8 +57,8 @@ from ..files.runs import (
 )
 from ..files.storage import disk_full_names
 from ..files.temporaries import remove_stale_temps
-from ..modeling.loading import unpickling_refusal, unpickling_why
-from ..rundir import RunRecord, model_problem
+from ..modeling.loading import rewrite_advice, unpickling_refusal, unpickling_why
+from ..rundir import RunLock, RunRecord, model_problem
 from ..shell import script_command
 
 log = logging.getLogger(__name__)
@@ -111,20 +115,24 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
 
     Refused in one line, removing nothing: a folder that is no run, a run not complete (its checkpoints continue it),
     one a live process holds, one whose checkpoints/ is a symlink (to what may be another's), and one whose model
-    (model/, best/) is gone, damaged or was never kept (trainer.save_best=false): its checkpoints are then what
-    scripts/export.py writes it from."""
+    (model/, best/) is gone, damaged or was never kept (trainer.save_best=false), or, saved without checksums, cannot
+    be checked against a checkpoint (``unchecked_model_problem``): its checkpoints are then what scripts/export.py
+    writes it from."""
     run_dir = Path(run_dir)
     info = read_record(run_dir, RUN)  # one that does not read is refused, naming it
     if not info:
         raise RunDirError(f"{run_dir} is not a run directory (no {RUN}): nothing pruned")
     if info.get("status") != "complete":
-        raise RunDirError(f"{run_dir} is {info.get('status') or 'not recorded'}, not complete: its checkpoints are "
-                          "what continues it (trainer.resume=auto). Prune a run once it is complete.")
+        raise RunDirError(f"{run_dir} {_not_complete(run_dir, info)}, not complete: its checkpoints are what "
+                          "continues it (trainer.resume=auto). Prune a run once it is complete.")
     problem = model_problem(run_dir)
     if problem or not read_record(run_dir, SUMMARY).get("model_dir"):
         raise RunDirError(problem or f"{run_dir} kept no model (trainer.save_best=false): its checkpoints are what "
                                      "scripts/export.py writes it from. Export it first: "
                                      + script_command("export", run_dir))
+    problem = unchecked_model_problem(run_dir)
+    if problem:
+        raise RunDirError(problem)
     root = checkpoint_dir(run_dir)
     if root.is_symlink():  # rmtree refuses a link, and what it points to is not the run's folder to delete
         raise RunDirError(f"{root} is a symlink (to {os.readlink(root)}), not a folder of the run: nothing pruned; "
@@ -146,6 +154,75 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
         return len(found), freed
     finally:
         record.release()
+
+
+def _not_complete(run_dir: Path, info: dict) -> str:
+    """What a run not complete is, as prune says it: run.json's status, except that one saying `running` is told
+    live from dead by its lock (``RunLock.holder``), as every reader of runs does (``rundir.run_status``): a run
+    killed, or stopped by a version that left `running` behind, is stopped, not running."""
+    status = info.get("status")
+    if status != "running":
+        return f"is {status or 'not recorded'}"
+    holder = RunLock(run_dir).holder()
+    if holder is not None:
+        return f"is running (process {holder.get('pid')} on {holder.get('host')}, since {holder.get('since')})"
+    return ("is stopped (its run.json says running, but no process holds it: it was killed, or stopped by an "
+            "earlier version)")
+
+
+def unchecked_model_problem(run_dir: Path) -> str | None:
+    """Why prune must keep a complete run whose model (summary.json's model_dir) records no checksums (saved by an
+    earlier version: ``model_problem`` has nothing to check it by), while checkpoints that could write it again are
+    there; None when it has checksums, no checkpoint is left, or its weights equal a checkpoint's (each tensor, so
+    that a byte of the weights flipped since is found). The model is damaged where it does not read, or where its
+    own step's checkpoint (a pretraining's final step, a finetuning's best_step) holds other weights; where no
+    checkpoint of its step is left, it cannot be checked, and the run is kept, saying so."""
+    summary = read_record(run_dir, SUMMARY)
+    model = run_dir / Path(str(summary["model_dir"])).name
+    found = complete_checkpoints(run_dir)
+    if output_damage(model) is not None or not found:
+        return None
+    try:
+        weights = _read_weights(model)
+    except Exception as err:  # safetensors' own error for a torn header, OSError: the model does not read
+        return (f"{run_dir} is complete, but its model {model} is damaged ({first_line(err, named=True)[:200]}): "
+                f"{rewrite_advice(model)}.")
+    if any(_holds_weights(checkpoint, weights) for checkpoint in reversed(found)):
+        return None
+    step = read_record(run_dir, RESULTS).get("best_step") if summary.get("stage") == "finetune" \
+        else summary.get("steps")
+    own = next((c for c in found if step_of(c) == step), None)
+    if own is not None:
+        return (f"{run_dir} is complete, but its model {model} is damaged (its weights differ from those of its "
+                f"step {step} checkpoint, {own}): {rewrite_advice(model)}.")
+    steps = ", ".join(str(step_of(c)) for c in found)
+    return (f"{run_dir}: its model {model} records no checksums (saved by an earlier version) and no checkpoint left "
+            f"holds its weights (its step is {step if isinstance(step, int) else 'not recorded'}; the checkpoints "
+            f"kept are of step {steps}), so nothing checks that it is intact, and its checkpoints may be all that "
+            "writes a model of the run again: nothing pruned. Having checked the model yourself (a finetuning or "
+            f"predict.py from it), delete {checkpoint_dir(run_dir)} by hand, or keep it.")
+
+
+def _read_weights(model: Path) -> dict[str, torch.Tensor]:
+    """The tensors of the model folder `model`'s safetensors files, by name; an error where one does not read."""
+    files = sorted(model.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors file in {model}")
+    weights: dict[str, torch.Tensor] = {}
+    for file in files:
+        weights.update(load_file(file))
+    return weights
+
+
+def _holds_weights(checkpoint: Path, weights: dict[str, torch.Tensor]) -> bool:
+    """Whether the checkpoint's weights hold every tensor of `weights`, equal (a checkpoint that does not read
+    holds none)."""
+    try:
+        with safe_open(checkpoint / WEIGHTS, "pt") as saved:
+            names = set(saved.keys())
+            return set(weights) <= names and all(torch.equal(saved.get_tensor(k), v) for k, v in weights.items())
+    except Exception:  # a damaged checkpoint: safetensors' own error, OSError
+        return False
 
 
 def _write_checksums(path: Path) -> None:

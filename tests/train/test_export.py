@@ -242,6 +242,56 @@ def test_prune_leaves_a_run_whose_checkpoints_is_a_symlink_in_one_line_and_goes_
     assert sorted((p.relative_to(theirs), p.stat().st_mtime_ns) for p in theirs.rglob("*")) == before
 
 
+def test_prune_checks_a_model_saved_without_checksums_against_its_checkpoints_and_keeps_what_it_cannot_check(
+        pretrained_run, tmp_path):
+    """A run saved by an earlier version has a model/ without manifest.json (no checksums): prune passed over the
+    intact-model check in silence and removed the checkpoints even of a damaged model, the only copies that could
+    write it again. Now its weights are compared with its checkpoints': equal, it is pruned; a flipped byte is
+    damaged, and the run kept; with its step's checkpoint gone it cannot be checked, and the run is kept too."""
+    from linformer.train.checkpoint import prune_checkpoints
+
+    runs = {name: tmp_path / name for name in ("intact", "damaged", "unchecked")}
+    for run in runs.values():
+        shutil.copytree(pretrained_run, run)
+        (run / "model" / "manifest.json").unlink()  # as an earlier version saved it
+    weights = runs["damaged"] / "model" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 1  # in the last tensor's data: the file still reads
+    weights.write_bytes(bytes(data))
+    shutil.rmtree(runs["unchecked"] / "checkpoints" / "step-00000006")
+    with pytest.raises(RunDirError, match=r"model .*damaged \(its weights differ from those of its step 6 "
+                                          r"checkpoint.*export\.py .* --overwrite"):
+        prune_checkpoints(runs["damaged"])
+    with pytest.raises(RunDirError, match=r"records no checksums \(saved by an earlier version\) and no checkpoint "
+                                          r"left holds its weights \(its step is 6; the checkpoints kept are of step "
+                                          r"4\).*nothing pruned"):
+        prune_checkpoints(runs["unchecked"])
+    assert (runs["damaged"] / "checkpoints" / "step-00000006").is_dir()
+    assert (runs["unchecked"] / "checkpoints" / "step-00000004").is_dir()
+    assert prune_checkpoints(runs["intact"])[0] == 2 and not (runs["intact"] / "checkpoints").exists()
+
+
+def test_prune_tells_a_run_left_running_by_a_dead_process_from_a_live_one(pretrained_run, tmp_path):
+    """A run stopped by an earlier version kept `status: running` in run.json, and prune said it "is running":
+    a run no process holds (its lock) is stopped; one a live process holds is running, named with the process."""
+    import os
+
+    from linformer.files.locks import holder_record
+    from linformer.train.checkpoint import prune_checkpoints
+
+    run = tmp_path / "run"
+    shutil.copytree(pretrained_run, run)
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(dict(info, status="running")))
+    with pytest.raises(RunDirError, match=r"is stopped \(its run.json says running, but no process holds it.*"
+                                          r"not complete: its checkpoints are what continues it"):
+        prune_checkpoints(run)
+    (run / ".lock").write_text(json.dumps(holder_record()))  # this process: live
+    with pytest.raises(RunDirError, match=rf"is running \(process {os.getpid()} on .*not complete"):
+        prune_checkpoints(run)
+    assert (run / "checkpoints").is_dir()
+
+
 def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_run, tmp_path, monkeypatch):
     """export_run called from Python said "--step 7" and "(--out DIR exports it again)": the script's options where
     scripts/export.py runs (stopping.run_from_a_script, as a stop's resume advice tells them apart), the function's
