@@ -34,6 +34,7 @@ from ..configs import absent_source, command_line_gives, composed_option, data_o
 from ..errors import ConfigError, CorpusError, DiskFullError
 from ..files.atomic import atomic_dir, write_json, written_at
 from ..files.hashing import cache_key, check_inputs_unchanged, file_checksums, file_state, input_states
+from ..files.locations import resolve_path
 from ..files.locks import building_alone, remove_dead_builds
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by, output_damage
@@ -49,7 +50,9 @@ from .io import (
     SourceText,
     checked_lines,
     load_hub_text,
+    local_path,
     moved_output,
+    record_path,
     resolve_sources,
     source_texts,
     text_changes,
@@ -1059,6 +1062,19 @@ def load_prepared(out_dir: str, tokenizer_dir: str | None = None, vocabulary: in
                           f"{prepare_again(out_dir, manifest)}") from err
 
 
+def _tokenizer_now(out_dir: str, recorded: str) -> str:
+    """The tokenizer folder a corpus's manifest records (`recorded`) where it is still there; else the folder
+    of that name where this checkout keeps tokenizers: beside the corpus's own data folder
+    (<paths.data_dir>/tokenizers/<name>, as tokenizer_dir's default puts it, for a corpus at
+    <paths.data_dir>/processed/<name>), else data/tokenizers/<name> of the repository. The command then names the
+    tokenizer the user has, or would train, now, not a folder of a checkout that moved."""
+    if Path(local_path(recorded)).is_dir():
+        return recorded
+    corpus = Path(resolve_path(str(out_dir)))
+    data_dir = corpus.parent.parent if corpus.parent.name == "processed" else Path(resolve_path("data"))
+    return record_path(data_dir / "tokenizers" / Path(recorded).name)
+
+
 # what a corpus's manifest holds besides its output record, which readers rely on (the checksums that find a damaged
 # corpus; the perplexity of token frequencies alone, which pretraining compares against)
 RECORDED = ("files", "unigram_val_ppl")
@@ -1093,10 +1109,13 @@ def check_corpus_files(out_dir: str, manifest: dict, again: str | None = None, r
 def prepare_again(out_dir: str, manifest: Mapping) -> str:
     """The prepare_corpus command that rebuilds the corpus at `out_dir` from what its manifest records (sources,
     data.* settings, tokenizer), over it (overwrite=true: a manifest of an earlier version may record its settings
-    otherwise than this one, which the output rule would take for another output)."""
+    otherwise than this one, which the output rule would take for another output). A recorded tokenizer that is no
+    longer there (a manifest of an earlier version names it by its absolute path, and the checkout or its data moved
+    since) is named where this checkout keeps it (``_tokenizer_now``)."""
     settings = manifest.get("settings") or {}
     data = settings.get("data") or {}
     tokenizer = settings.get("tokenizer_dir")
+    tokenizer = _tokenizer_now(out_dir, str(tokenizer)) if tokenizer else None
     return script_command("prepare_corpus", f"data.name={hydra_value(Path(out_dir).name)}",
                          *(f"data.{key}={hydra_value(data[key])}" for key in CORPUS_KEYS if key in data),
                          *([f"tokenizer_dir={hydra_value(tokenizer)}"] if tokenizer else []),

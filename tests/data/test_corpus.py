@@ -670,6 +670,36 @@ def test_a_corpus_of_an_older_format_version_is_refused_naming_the_command_that_
     assert load_prepared(str(out), tok_dir)["train"].num_rows == m["splits"]["train"]["blocks"]
 
 
+def test_the_command_that_prepares_an_older_corpus_again_names_the_tokenizer_where_the_data_is_now(
+        tmp_path, corpus_file, tok_dir):
+    """An earlier version's manifest names its tokenizer by an absolute path: once the checkout (or its data/) moved,
+    the prepare-again command named the old folder, and pasting it failed (and its advice trained a tokenizer back
+    there). The command names the tokenizer beside the corpus's data folder now (<data>/tokenizers/<name>), and,
+    composed as its script does, rebuilds the corpus."""
+    import shlex
+
+    from linformer.configs import compose
+    from linformer.runconfig.data import CorpusSpec
+
+    data = tmp_path / "moved" / "data"
+    tokenizer = data / "tokenizers" / "tok"
+    shutil.copytree(tok_dir, tokenizer)
+    out = data / "processed" / "proc"
+    m = prepare_corpus([str(corpus_file)], str(tokenizer), str(out), n=N, val_fraction=0.1, num_proc=1)
+    gone = str(tmp_path / "old_checkout" / "data" / "tokenizers" / "tok")  # where the earlier checkout kept it
+    settings = {**m["settings"], "tokenizer_dir": gone}
+    (out / "manifest.json").write_text(json.dumps({**m, "settings": settings,
+                                                   "format_version": corpus_mod.FORMAT_VERSION - 1}))
+    with pytest.raises(CorpusError, match="prepare it again: python ") as err:
+        load_prepared(str(out), str(tokenizer))
+    words = shlex.split(str(err.value).split("prepare it again: ", 1)[1])
+    assert f"tokenizer_dir={tokenizer}" in words and not any(gone in w for w in words)
+    again = prepare_corpus(**CorpusSpec.read(compose("corpus", words[2:])).arguments())
+    assert again["format_version"] == corpus_mod.FORMAT_VERSION and _blocks(again) == _blocks(m)
+    recorded = {**settings, "tokenizer_dir": str(tokenizer)}  # a recorded tokenizer still there is named as it is
+    assert f"tokenizer_dir={tokenizer}" in corpus_mod.prepare_again(str(out), {**m, "settings": recorded})
+
+
 def test_a_plans_corpus_job_is_not_done_where_pretraining_would_refuse_the_corpus(prepared, tok_dir):
     """A plan took a corpus of an older format_version as done (its manifest read, its checksums held), and its
     pretraining then refused it mid-plan; the corpus job runs pretraining's own check, so such a corpus is prepared
