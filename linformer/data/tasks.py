@@ -217,9 +217,22 @@ def labels_match(named, label_names) -> bool:
     named = [str(name) for name in named]
     if len(named) != len(label_names):
         return False
-    if all(re.fullmatch(r"LABEL_\d+", name) for name in named):
+    if _generic(named):
         return True
     return [name.lower() for name in named] == [name.lower() for name in label_names]
+
+
+def task_label_names(named, spec: TaskSpec | None) -> list[str]:
+    """The names of a classifier's labels (id2label's values `named`, by id) as they are shown: the task `spec`'s
+    label_names where `named` are transformers' generic LABEL_<i> (a model finetuned by an earlier version, whose
+    config did not name them) and the task has as many; else `named` as they are."""
+    named = [str(name) for name in named]
+    return list(spec.label_names) if _generic(named) and spec and len(spec.label_names) == len(named) else named
+
+
+def _generic(named: list[str]) -> bool:
+    """Whether label names are transformers' defaults (LABEL_<i>), which a config holds where nothing named them."""
+    return all(re.fullmatch(r"LABEL_\d+", name) for name in named)
 
 
 def tasks_with_labels(named) -> list[str]:

@@ -24,7 +24,7 @@ from ..data.io import count_lines
 from ..data.streams import TOKEN_TYPES, TaskCollator, example_columns
 from ..data.task_loading import Encode
 from ..data.task_readers import ROW, text_rows
-from ..data.tasks import TEXT_CLEANING, TaskSpec
+from ..data.tasks import TEXT_CLEANING, TaskSpec, task_label_names
 from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..devices import resolve_device
 from ..errors import ConfigError, TaskDataError
@@ -167,7 +167,7 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None,
                                        len(columns), tokenizer, path)
     model = load_pretrained(AutoModelForSequenceClassification, path, config=config).eval().to(where)
     clean = _cleaning(recorded, spec)
-    labels = [str(config.id2label[i]) for i in range(config.num_labels)]
+    labels = task_label_names([config.id2label[i] for i in range(config.num_labels)], spec)
     return Classifier(path, model, tokenizer, columns, clean, length, task, labels, length_from)
 
 

@@ -272,6 +272,30 @@ def test_the_progress_bar_counts_the_files_lines_of_a_total(scratch, tmp_path, c
         assert count_lines(tmp_path / "c.txt", chunk=3) == lines, body
 
 
+def test_a_model_whose_config_names_its_labels_generically_is_read_with_its_tasks_label_names(scratch, tmp_path):
+    """A model finetuned by an earlier version has transformers' LABEL_0, LABEL_1 in its config: predict printed
+    those although it names the task. The task's label names are given instead; without a recorded task, the
+    config's own."""
+    import shutil
+
+    from linformer.data.tasks import get_task
+
+    run = tmp_path / "old_run"
+    shutil.copytree(Path(scratch).parent, run)
+    config = json.loads((run / "best" / "config.json").read_text())
+    generic = {str(i): f"LABEL_{i}" for i in range(2)}
+    config.update(id2label=generic, label2id={v: int(k) for k, v in generic.items()})  # as an earlier version saved it
+    (run / "best" / "config.json").write_text(json.dumps(config))
+    source = tmp_path / "texts.txt"
+    source.write_text("".join(f"{t}\n" for t in WORDS))
+    assert load_classifier_dir(str(run / "best")).labels == list(get_task("sst2").label_names)
+    rows, _ = _predict(str(run / "best"), source)
+    assert [r["label"] for r in rows] == _alone(scratch, WORDS)  # LABELS: sst2's names, by id
+    assert all(set(r["probs"]) == set(LABELS.values()) for r in rows)
+    write_json(run / RESULTS, {})  # no task recorded: nothing to name them by
+    assert load_classifier_dir(str(run / "best")).labels == ["LABEL_0", "LABEL_1"]
+
+
 def test_a_recorded_length_above_the_models_n_cuts_rows_at_its_n(scratch, tmp_path):
     """A run's results.json may record a max_length the model cannot take (a model resized to a smaller n after its
     finetuning): rows are cut at the model's n, and predicted as the model predicts each alone."""
