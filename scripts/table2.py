@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=path, default=None,
                     help="writes <out>.md and <out>.json (default: paths.reports_dir/table2, or with --render the "
                          "JSON's path less .json; relative to the repository)")
-    ap.add_argument("--hardware", default=None, help="hardware string (default: detected)")
+    ap.add_argument("--hardware", default=None, help="the machine this report is made on, as it names it (default: detected; where the runs were made comes from their records)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
     ap.add_argument("--layout", choices=LAYOUTS, default="paper",
                     help="paper: rows by (attention, n, k, sharing, pretrained) and every other architecture field "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -51,6 +51,19 @@ def relabelled(record):
 
 
 SHARING_LABEL = {"headwise": "", "kv": ", shared kv", "layerwise": ", shared kv, layer", "none": ", per-head E, F"}
+
+
+def run_devices(runs: list[dict]) -> str:
+    """Where the runs were made, from their results (e.g. "NVIDIA H200 (6 runs)"); a run that records none (an
+    earlier version's) counted as "not recorded"."""
+    counts = Counter(r.get("device") or "not recorded" for r in runs)
+    return ", ".join(f"{name} ({n} run{'s' if n > 1 else ''})" for name, n in counts.most_common())
+
+
+def made_on(runs_on: str | None, report_on: str) -> str:
+    """A report's line on machines: where its runs were made (as their records say, ``run_devices``) and, apart,
+    where the report was rendered, which records that name no device must not stand in for."""
+    return f"Runs made on: {runs_on or 'not recorded'}. This report made on: {report_on}."
 
 
 def finished_runs(patterns: list[str]) -> list[Path]:

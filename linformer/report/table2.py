@@ -38,11 +38,13 @@ from .rows import (
     draws_note,
     finished_runs,
     logged_nonfinite_losses,
+    made_on,
     one_run_per_seed,
     reported_subset,
     row_key,
     row_name,
     row_order,
+    run_devices,
     skipped_updates,
     subset_draw,
 )
@@ -245,7 +247,10 @@ def _subset_mark(row: dict, task: str) -> str:
     return mark + (f" [{skipped} updates skipped]" if skipped else "")
 
 
-def to_markdown(rows: list[dict], hardware: str, command: str, forest_png: str | None = None) -> str:
+def to_markdown(rows: list[dict], hardware: str, command: str, forest_png: str | None = None,
+                runs_on: str | None = None) -> str:
+    """The paper layout's report; `hardware`: where it is rendered, `runs_on`: where its runs were made
+    (``rows.run_devices``: their records), never one for the other."""
     devsplit = any("qnli_devsplit" in r for r in rows)
     titles = [TITLES[t] + (" acc (F1)" if "f1" in get_task(t).metrics else "") for t in TASKS]
     head = ["model", "pretrained", *titles, "avg", "val ppl", "seeds (lr)",
@@ -256,7 +261,7 @@ def to_markdown(rows: list[dict], hardware: str, command: str, forest_png: str |
                "on their validation split (carved from train, never the reported split: RoBERTa's protocol; the grid "
                "and every cell at every lr are listed below); ") if any(r["_lr"] for r in rows) else ""
     lines = ["# Table 2 (Linformer paper) from finetuning runs", "",
-             f"Hardware: {hardware}  ", f"Command: `{command}`", "",
+             f"{made_on(runs_on, hardware)}  ", f"Command: `{command}`", "",
              ("Dev accuracy in percent (IMDB: its test split, IMDB having no dev split; the paper reports \"dev set "
               "results\" and does not say which IMDB split), averaged over seeds (a cell scored "
               "on a subset of the split says how many of its examples, in brackets); " + lr_note +
@@ -310,8 +315,8 @@ def to_markdown(rows: list[dict], hardware: str, command: str, forest_png: str |
     return "\n".join(lines) + "\n"
 
 
-def to_json(rows: list[dict], hardware: str, command: str) -> dict:
-    return {"hardware": hardware, "command": command,
+def to_json(rows: list[dict], hardware: str, command: str, runs_on: str | None = None) -> dict:
+    return {"hardware": hardware, "run_devices": runs_on or "not recorded", "command": command,
             "rows": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]}
 
 
@@ -347,16 +352,18 @@ def write_table2(runs: list[str], out: str, hardware: str | None = None, command
                                       f"stopped or failed): {', '.join(unfinished)}.\n")
     if other:
         note += f"\nLeft out: runs of tasks Table 2 has no column for ({', '.join(other)}).\n"
-    data = to_json(rows, hardware, command) | ({"unfinished": unfinished} if unfinished else {})
+    runs_on = run_devices(results)
+    data = to_json(rows, hardware, command, runs_on) | ({"unfinished": unfinished} if unfinished else {})
     forest_png = draw_forest(data, out)
-    atomic_write(f"{out}.md", to_markdown(rows, hardware, command, forest_png) + note)
+    atomic_write(f"{out}.md", to_markdown(rows, hardware, command, forest_png, runs_on) + note)
     write_json(f"{out}.json", data)
     return data
 
 
 def forest_title(data: dict) -> str:
     return (f"Table 2 from finetuning runs: each cell minus pretrained full attention's at the same n (no interval: "
-            f"the report keeps each cell's mean over its seeds); {data.get('hardware') or 'hardware not recorded'}")
+            f"the report keeps each cell's mean over its seeds); runs made on: "
+            f"{data.get('run_devices') or 'not recorded'}")
 
 
 def draw_forest(data: dict, out: str) -> str | None:

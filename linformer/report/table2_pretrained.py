@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -45,8 +45,10 @@ from .rows import (
     check_result,
     finished_runs,
     k_of,
+    made_on,
     one_run_per_seed,
     relabelled,
+    run_devices,
 )
 
 # Runs of one row finetune its transfer recipe's model. Rebuilt on another machine (a fresh clone resuming the
@@ -433,7 +435,7 @@ def _diff_text(cell: dict | None) -> str:
 def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None = None) -> str:
     lines = [
         "# Table 2 from a pretrained encoder converted to Linformer", "",
-        f"Source: {meta['source']}. Runs made on: {meta.get('run_devices', 'not recorded')}. This report made on: {meta['hardware']}.  ",
+        f"Source: {meta['source']}. {made_on(meta.get('run_devices'), meta['hardware'])}  ",
         f"Command: `{meta['command']}`", "",
         ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: its test split, or a stratified subset of "
          "it where the recipe's eval count is under 25,000), "
@@ -549,12 +551,6 @@ def render(data: dict, out: str) -> dict:
     data = {**data, "meta": meta}
     write_json(f"{out}.json", data)
     return data
-
-
-def run_devices(runs: list[dict]) -> str:
-    """Where the runs were made, from their results (e.g. "NVIDIA H200 (6 runs)")."""
-    counts = Counter(r.get("device") or "not recorded" for r in runs)
-    return ", ".join(f"{name} ({n} run{'s' if n > 1 else ''})" for name, n in counts.most_common())
 
 
 def protocol_notes(rows: list[dict], meta: dict) -> list[str]:

@@ -42,7 +42,7 @@ from .paired import (
     seed_matched,
     tasks_average,
 )
-from .rows import check_profile_runs, one_run_per_seed, row_key, row_name, row_order
+from .rows import check_profile_runs, made_on, one_run_per_seed, row_key, row_name, row_order
 from .table2_pretrained import read_runs, start_weights
 
 
@@ -185,7 +185,7 @@ def _diff(d: dict | None, examples: int, reference: str = "full attention") -> s
 
 def to_markdown(data: dict) -> str:
     lines = [f"# Table 2 from scratch: profile {data['profile']}", "",
-             f"Hardware: {data['hardware']}  ", f"Command: `{data['command']}`", "",
+             f"{made_on(data.get('run_devices'), data['hardware'])}  ", f"Command: `{data['command']}`", "",
              ("Accuracy in percent on SST-2 dev and the IMDB test split, each scored once on the model the run's "
               "validation carve chose (a share of its train rows); mean over seeds with a 95% interval over seeds and "
               f"examples. {pairing_prose('vs full', 'full attention')} Every row was pretrained on the same blocks in "
@@ -283,7 +283,8 @@ def write_table(patterns: list[str], out: str, p: exp.Profile, hardware: str, co
     devices = sorted({str(read_record(d, SUMMARY).get("device")) for d in pretraining} - {"None"})
     tasks = tasks_of(runs)
     p = exp.with_tasks(p, list(dict.fromkeys([*p.run_tasks, *tasks])))
-    data = {"profile": p.name, "tasks": tasks, "hardware": ", ".join(devices) or hardware, "command": command, "rows": rows,
+    data = {"profile": p.name, "tasks": tasks, "hardware": hardware, "run_devices": ", ".join(devices) or "not recorded",
+            "command": command, "rows": rows,
             "gain": gain, "figure3": figure, "targets": judge(rows, gain, figure, len(p.seeds)),
             "starts": starts, "missing": [name for name in exp.planned_runs(p) if name not in have],
             "planned": len(exp.planned_runs(p)),

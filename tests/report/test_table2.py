@@ -147,7 +147,7 @@ def test_table2_from_synthetic_runs(tmp_path, capsys):
     out = tmp_path / "rep/table2"
     assert main([str(runs / "*"), "--out", str(out), "--hardware", "test-cpu", "--command", "make x"]) == 0
     data = json.loads(out.with_suffix(".json").read_text())
-    assert set(data) == {"hardware", "command", "rows"} and data["hardware"] == "test-cpu"
+    assert set(data) == {"hardware", "run_devices", "command", "rows"} and data["hardware"] == "test-cpu"
     rows = {(r["attention"], r["pretrained"]): r for r in data["rows"]}
     assert len(data["rows"]) == 3
     full, scratch, lin = rows[("full", True)], rows[("full", False)], rows[("linformer", True)]
@@ -168,6 +168,24 @@ def test_table2_from_synthetic_runs(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main([str(runs / "a"), "--out", str(out), "--hardware", "test-cpu", "--command", "make x"])
     assert stop.value.code == 2 and "runs" in capsys.readouterr().err and out.with_suffix(".md").read_text() == md
+
+
+def test_the_machine_rendering_the_report_is_not_given_as_the_runs_hardware(tmp_path):
+    """Runs of an earlier version record no device, and the paper layout's report said "Hardware: <the machine that
+    rendered it>" as though the runs were made there; the runs' devices (as their records say, "not recorded" for
+    those that do not) and the report's machine are two statements, as in the pretrained layout."""
+    from linformer.report.table2 import write_table2
+
+    runs = tmp_path / "runs"
+    _run(runs, "old", "sst2", 0.80, seed=0)  # recorded before results.json named a device
+    _run(runs, "new", "sst2", 0.70, seed=1, arch={"device": "NVIDIA H200"})
+    data = write_table2([str(runs / "*")], str(tmp_path / "t"), "report-cpu", "make x")
+    assert data["hardware"] == "report-cpu"
+    assert data["run_devices"] == "not recorded (1 run), NVIDIA H200 (1 run)" or \
+        data["run_devices"] == "NVIDIA H200 (1 run), not recorded (1 run)"
+    md = (tmp_path / "t.md").read_text()
+    assert f"Runs made on: {data['run_devices']}. This report made on: report-cpu." in md
+    assert "Hardware: report-cpu" not in md
 
 
 def test_runs_of_tasks_without_a_column_are_said_not_dropped(tmp_path, capsys):
