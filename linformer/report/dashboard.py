@@ -370,7 +370,14 @@ def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrit
     import_needed("torch.utils.tensorboard", "the dashboard (its TensorBoard event files)", "tensorboard")
     logdir = Path(logdir) if logdir is not None else Path(outputs) / ".dashboard"
     record = made_by("dashboard", {"outputs": str(Path(outputs).resolve())})
-    if read_json(logdir / MANIFEST) == record:  # already ours: the live dashboard re-mirrors every few seconds
+    recorded = read_json(logdir / MANIFEST)
+    if recorded == record:  # already ours: the live dashboard re-mirrors every few seconds
+        return logdir
+    if recorded.get("command") == "dashboard" and _inside(logdir, outputs):
+        # a mirror kept inside the outputs it mirrors (<outputs>/.dashboard) moved or was copied with them: the
+        # outputs path it records is where they were; its runs are keyed by their paths under outputs, which a move
+        # keeps, so it is this dashboard's and goes on
+        write_json(logdir / MANIFEST, record)
         return logdir
     if not _only_mirrors(logdir):
         check_output_dir(logdir, record, overwrite, flag="--overwrite", reads=[outputs],
@@ -378,6 +385,11 @@ def claim_logdir(outputs: str | Path, logdir: str | Path | None = None, overwrit
     logdir.mkdir(parents=True, exist_ok=True)
     write_json(logdir / MANIFEST, record)
     return logdir
+
+
+def _inside(logdir: Path, outputs: str | Path) -> bool:
+    """Whether `logdir` is the dashboard's own folder of `outputs` (<outputs>/.dashboard), which moves with them."""
+    return logdir.name == ".dashboard" and logdir.resolve().parent == Path(outputs).resolve()
 
 
 def _only_mirrors(logdir: Path) -> bool:

@@ -200,6 +200,28 @@ def test_the_logdir_follows_the_output_rule(tmp_path, make_run):
         mirror_all(outputs, board, strict=True)
 
 
+def test_the_outputs_own_mirror_is_its_own_after_the_outputs_folder_moved(tmp_path, make_run):
+    """<outputs>/.dashboard records the outputs' absolute path: once the folder was moved (or copied), the dashboard
+    refused its own mirror as "an earlier dashboard output with other settings". A mirror inside the outputs it
+    mirrors moves with them: it goes on, no run's events doubled; a mirror elsewhere of other outputs is still
+    refused."""
+    import shutil
+
+    from linformer.errors import OutputPathError
+
+    outputs = tmp_path / "old" / "outputs"
+    make_run(outputs, "pretrain", "a", [{"step": 1, "time": 1, "loss": 1.0}])
+    assert mirror_all(outputs) == {"pretrain/a": 1}
+    moved = tmp_path / "new" / "outputs"
+    moved.parent.mkdir()
+    shutil.move(outputs, moved)
+    assert mirror_all(moved) == {"pretrain/a": 1}  # its runs' files moved: mirrored once more, in place of before
+    assert len(list((moved / ".dashboard" / "pretrain" / "a").glob("events.out.tfevents.*"))) == 1
+    assert json.loads((moved / ".dashboard" / "manifest.json").read_text())["settings"]["outputs"] == str(moved)
+    with pytest.raises(OutputPathError, match="other settings"):
+        mirror_all(tmp_path / "new", moved / ".dashboard")
+
+
 def test_a_port_in_use_is_one_error_before_anything_is_mirrored(tmp_path):
     """TensorBoard printed its own bind error after the runs were mirrored, then ours; now one line naming --port,
     before the logdir is touched."""
