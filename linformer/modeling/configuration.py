@@ -543,9 +543,22 @@ WEIGHT_FIELDS = SHAPE_FIELDS | {"position_offset", "pad_token_id", "tie_word_emb
                                 "classifier_pooling", "length_policy"}
 
 
-def _check_kept(config: LinformerConfig, key: str, asked) -> None:
+def check_config_for_weights(saved: LinformerConfig, given: LinformerConfig) -> None:
+    """ConfigError where `given`, the config passed to from_pretrained (``config=``) for the weights saved with the
+    config `saved`, differs from it in a field those weights depend on (WEIGHT_FIELDS): transformers builds the model
+    from `given` and loads the weights into it without reading config.json, so they would load dropped, fresh, or
+    read as something else. The check and the words of a keyword override (``_check_kept``); attention="full"
+    passes, as there. The attention's fields are named before max_position_embeddings, which follows from n."""
+    for key in sorted(WEIGHT_FIELDS, key=lambda name: (name == "max_position_embeddings", name)):
+        asked = getattr(given, key)
+        if not (key == "attention" and asked == "full"):
+            _check_kept(saved, key, asked, keep=f"give config= the saved {key}")
+
+
+def _check_kept(config: LinformerConfig, key: str, asked, keep: str | None = None) -> None:
     """ConfigError unless `asked`, an override of a WEIGHT_FIELDS field given to from_pretrained, is the value the
-    saved model (`config`) has, naming both and the supported way to change it where there is one."""
+    saved model (`config`) has, naming both, how to `keep` the saved value (leave the keyword out) and the supported
+    way to change it where there is one."""
     saved = getattr(config, key)
     if _as_saved(config, key, asked) == saved:
         return
@@ -564,7 +577,7 @@ def _check_kept(config: LinformerConfig, key: str, asked) -> None:
     else:
         route = "another value is another model, to pretrain or convert rather than load"
     raise ConfigError(f"{key}={asked!r} differs from the saved model's {key}={saved!r}, which its weights were saved "
-                      f"for: from_pretrained loads them as saved, so leave {key} out; or {route}.")
+                      f"for: from_pretrained loads them as saved, so {keep or f'leave {key} out'}; or {route}.")
 
 
 def _check_alone(key: str, value) -> None:
@@ -688,6 +701,7 @@ __all__ = [
     "LinformerConfig",
     "Sharing",
     "attention_label",
+    "check_config_for_weights",
     "check_model_fields",
     "check_projection",
     "exact_key_variants",

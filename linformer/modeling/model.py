@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.dynamic_module_utils import get_relative_import_files
@@ -32,7 +32,7 @@ from .attention import (
     keep_mask,
     too_long,
 )
-from .configuration import SHARING, LinformerConfig, check_local_path
+from .configuration import SHARING, LinformerConfig, check_config_for_weights, check_local_path
 from .flex import check_available
 from .threads import capturing, fitted
 
@@ -43,6 +43,10 @@ logger = logging.get_logger(__name__)
 SERVED_CLASSES = {"AutoConfig": "configuration.LinformerConfig", "AutoModel": "model.LinformerModel",
                   "AutoModelForMaskedLM": "task_models.LinformerForMaskedLM",
                   "AutoModelForSequenceClassification": "task_models.LinformerForSequenceClassification"}
+
+
+# from_pretrained's keywords that say where and how to read a model's files (not its config's fields)
+_HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
 
 
 class LinformerEmbeddings(nn.Module):
@@ -243,7 +247,21 @@ class LinformerPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls: type[_Model], pretrained_model_name_or_path, *args, **kwargs) -> _Model:
-        check_local_path(pretrained_model_name_or_path)  # a missing folder named as one, not as a bad hub name
+        """HF's, after a missing local folder is named as one (not as a bad hub name), and after a ``config=`` (a
+        config, or where to read one) is checked against the folder's own config.json as a keyword override is
+        (``check_config_for_weights``): transformers reads no config.json when it is given one."""
+        check_local_path(pretrained_model_name_or_path)
+        given = kwargs.get("config")
+        if given is not None and pretrained_model_name_or_path is not None:
+            hub = {key: kwargs[key] for key in _HUB_KWARGS if key in kwargs}
+            if not isinstance(given, PreTrainedConfig):  # a path or hub name: read as transformers will read it
+                given = cls.config_class.from_pretrained(given, **hub)
+            try:  # ({} for a folder without config.json: the given config is all there is to go by)
+                fields, _ = cls.config_class.get_config_dict(pretrained_model_name_or_path, **hub)
+            except OSError:
+                fields = {}
+            if fields and getattr(given, "model_type", None) == cls.config_class.model_type:
+                check_config_for_weights(cls.config_class.from_dict(fields), given)
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     @classmethod

@@ -139,6 +139,12 @@ def _bare_encoder(folder):
             transformers.AutoModel.from_pretrained("bare", trust_remote_code=True, sharing="kv")
         except Exception as err:
             print("refused", type(err).__name__, str(err).split(":")[0])
+        config = transformers.AutoConfig.from_pretrained("bare", trust_remote_code=True)
+        config.sharing = "kv"  # the same change through config=, which transformers reads in place of config.json
+        try:
+            transformers.AutoModel.from_pretrained("bare", trust_remote_code=True, config=config)
+        except Exception as err:
+            print("refused config=", type(err).__name__, str(err).split(":")[0])
         for where in ("bare", "again"):
             for auto in ("AutoModelForMaskedLM", "AutoModelForSequenceClassification", "AutoModel"):
                 model = getattr(transformers, auto).from_pretrained(where, trust_remote_code=True).eval()
@@ -155,13 +161,15 @@ def test_a_bare_encoder_saved_or_saved_again_without_the_package_loads_as_every_
     """A bare encoder's directory serves the masked-LM and classifier classes too (each with the encoder's weights),
     and so does a model loaded through the saved code and saved again where the package is missing. A bare encoder
     loaded that way has only its own modules, so its copy names only the classes it can serve. An override of a
-    field its weights depend on is refused by the saved code too."""
+    field its weights depend on is refused by the saved code too, as a keyword or through config=."""
     _, _, (status, out), _ = without_the_package["bare encoder"]
     assert status == 0, out[-3000:]
     assert out.count("loaded") == 6, out
     assert "encoder serves AutoConfig AutoModel\n" in out
     assert ("refused ConfigError sharing='kv' differs from the saved model's sharing='headwise', which its weights "
             "were saved for\n") in out
+    assert ("refused config= ConfigError sharing='kv' differs from the saved model's sharing='headwise', which its "
+            "weights were saved for\n") in out
 
 
 def test_converting_from_the_saved_code_says_it_needs_the_package(tmp_path, monkeypatch):

@@ -249,3 +249,45 @@ def test_from_pretrained_keeps_safe_overrides_and_the_saved_values(tmp_path):
     assert LinformerModel.from_pretrained(tmp_path, projected_dim=(4, 4)).config.projected_dim == [4, 4]
     assert LinformerModel.from_pretrained(tmp_path, attention="full").config.attention == "full"
     assert AutoConfig.from_pretrained(tmp_path, sharing="kv").sharing == "kv"  # no weights follow
+
+
+@pytest.mark.parametrize("cls, saved, asked", [
+    (LinformerModel, {"length_policy": "resample"}, {"length_policy": "slice"}),
+    (LinformerModel, {"sharing": "kv"}, {"sharing": "headwise"}),
+    (LinformerForSequenceClassification, {"classifier_pooling": "mean"}, {"classifier_pooling": "cls"}),
+    (LinformerForMaskedLM, {}, {"tie_word_embeddings": False})], ids=["length_policy", "sharing", "pooling", "tie"])
+@pytest.mark.parametrize("route", ["config", "config path", "auto"])
+def test_a_config_passed_to_from_pretrained_is_checked_as_a_keyword_override_is(tmp_path, cls, saved, asked, route):
+    """transformers builds the model from `config=` without reading config.json: a field the weights depend on,
+    changed there, loaded them dropped, fresh or read as something else (another length policy, pooling or sharing)
+    without a word, where the same keyword is a ConfigError."""
+    torch.manual_seed(0)
+    cls(tiny_config(**saved)).save_pretrained(tmp_path / "saved")
+    (key, value), = asked.items()
+    with pytest.raises(ConfigError, match=rf"^{key}={value!r} differs from the saved model's {key}=.*which its "
+                                          rf"weights were saved for: from_pretrained loads them as saved, so leave "
+                                          rf"{key} out; or "):
+        cls.from_pretrained(tmp_path / "saved", **asked)  # the keyword: the same words, but for how to keep it
+    config = AutoConfig.from_pretrained(tmp_path / "saved", **asked)  # a config alone takes any value
+    config.save_pretrained(tmp_path / "changed")
+    given = str(tmp_path / "changed") if route == "config path" else config
+    load = AutoModel.from_pretrained if route == "auto" else cls.from_pretrained
+    with pytest.raises(ConfigError, match=rf"^{key}={value!r} differs from the saved model's {key}=.*so give "
+                                          rf"config= the saved {key}; or "):
+        load(tmp_path / "saved", config=given)
+
+
+def test_a_config_passed_to_from_pretrained_keeps_full_attention_and_the_other_fields_open(tmp_path):
+    """attention='full', dropout and the labels through config= load as the keywords do; a folder without a
+    config.json has only the given config to go by."""
+    model = _trained(tmp_path / "saved", length_policy="resample")
+    ids = torch.randint(3, 64, (2, 16))
+    config = AutoConfig.from_pretrained(tmp_path / "saved", hidden_dropout_prob=0.3, num_labels=3)
+    config.attention = "full"
+    loaded = LinformerModel.from_pretrained(tmp_path / "saved", config=config)
+    assert loaded.config.attention == "full" and loaded.config.hidden_dropout_prob == 0.3
+    same = LinformerModel.from_pretrained(tmp_path / "saved", config=AutoConfig.from_pretrained(tmp_path / "saved"))
+    assert torch.equal(same.eval()(ids).last_hidden_state, model(ids).last_hidden_state)
+    (tmp_path / "saved" / "config.json").unlink()
+    config.attention, config.length_policy = "linformer", "slice"
+    assert LinformerModel.from_pretrained(tmp_path / "saved", config=config).config.length_policy == "slice"
