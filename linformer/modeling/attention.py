@@ -86,9 +86,11 @@ def window_mean_matrix(n: int, k: int) -> torch.Tensor:
     return E / E.sum(0, keepdim=True)
 
 
-def too_long(T: int, n: int) -> str:
-    """The message for an input of T tokens given to a model or layer whose E and F have n rows."""
-    return f"Input has {T} tokens but the model's max_seq_len is n={n} (E and F are n x k). Truncate inputs to {n} tokens."
+def too_long(T: int, n: int, projects: bool = True) -> str:
+    """The message for an input of T tokens given to a model or layer of n positions: one whose E and F have n rows
+    where it `projects` keys and values, else (full attention) one whose position table has n rows."""
+    why = "E and F are n x k" if projects else "its position table holds n positions"
+    return f"Input has {T} tokens but the model's max_seq_len is n={n} ({why}). Truncate inputs to {n} tokens."
 
 
 # The largest value transformers' additive masks put at a masked key: finfo(dtype).min, or -10000 in older code

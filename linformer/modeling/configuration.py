@@ -329,10 +329,12 @@ class LinformerConfig(PreTrainedConfig):
         _check_choice("length_policy", self.length_policy, _choices("length_policy"))
         if self.problem_type is not None:
             _check_choice("problem_type", self.problem_type, PROBLEM_TYPES)
+        why = ("E and F mix every position into each projected key, so it cannot attend causally"
+               if projects_keys(self.attention) else "its full attention takes a padding mask, never a causal one")
         for key in ("is_decoder", "add_cross_attention"):
             if getattr(self, key):
-                raise ConfigError(f"{key}=True: the Linformer is an encoder only (E and F mix every position into "
-                                  "each projected key, so it cannot attend causally); no decoder or cross-attention.")
+                raise ConfigError(f"{key}=True: the Linformer is an encoder only ({why}); no decoder or "
+                                  "cross-attention.")
         if self.classifier_pooling == "pooler" and self.classifier_head == "roberta":
             raise ConfigError(
                 "classifier_pooling='pooler' needs classifier_head='bert': RoBERTa's head has its own dense + tanh "

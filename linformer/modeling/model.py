@@ -360,7 +360,7 @@ class LinformerModel(LinformerPreTrainedModel):
             attention_mask = keep_mask(attention_mask, B, T, self.config.attention)
         n = self.config.max_seq_len
         if n < T:
-            raise ValueError(too_long(T, n))
+            raise ValueError(too_long(T, n, self.config.projects_keys))
         output_attentions = bool(output_attentions or self.config.output_attentions)
         output_hidden_states = bool(output_hidden_states or self.config.output_hidden_states)
         mask = self._read_inputs(attention_mask, token_type_ids, positions_shift=position_ids is None and not (

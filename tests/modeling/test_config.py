@@ -49,7 +49,9 @@ def test_per_layer_k():
         (dict(hidden_act="gelux"), r"^hidden_act='gelux' is not one of gelu"),
         (dict(initializer_range=-1.0), "initializer_range=-1.0 must be a number >= 0"),
         # what an encoder cannot be, and a loss it does not have (each was accepted and ignored)
-        (dict(is_decoder=True), "^is_decoder=True: the Linformer is an encoder only"),
+        (dict(is_decoder=True), r"^is_decoder=True: the Linformer is an encoder only \(E and F mix every position"),
+        (dict(attention="full", add_cross_attention=True),  # it has no E or F to blame
+         r"^add_cross_attention=True: the Linformer is an encoder only \(its full attention takes a padding mask"),
         (dict(add_cross_attention=True), "^add_cross_attention=True"),
         (dict(problem_type="foo"), "^problem_type='foo' is not one of regression"),
         # a position given twice was kept as a second copy of its key in every softmax

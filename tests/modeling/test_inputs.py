@@ -195,3 +195,15 @@ def test_a_bad_n_is_named_as_max_seq_len_not_as_the_position_table_derived_from_
         tiny_config(max_seq_len=-4)
     with pytest.raises(ConfigError, match=r"^max_seq_len=np.int64\(16\) must be .*got a numpy.int64: pass int\(value\)"):
         tiny_config(max_seq_len=np.int64(16))
+
+
+@pytest.mark.parametrize("attention, why", [("linformer", r"E and F are n x k"),
+                                            ("full", r"its position table holds n positions")])
+def test_an_input_longer_than_n_is_refused_naming_what_holds_n_rows(attention, why):
+    """A full-attention model has no E or F: its n is the length of its position table."""
+    torch.manual_seed(0)
+    config = tiny_config(attention=attention, num_labels=2)  # n = 16
+    for cls in (LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification):
+        with pytest.raises(ValueError, match=rf"^Input has 17 tokens but the model's max_seq_len is n=16 \({why}\)\. "
+                                             r"Truncate inputs to 16 tokens\.$"):
+            cls(config).eval()(torch.randint(4, 60, (1, 17)))
