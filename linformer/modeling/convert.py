@@ -43,6 +43,7 @@ from .loading import (
     _CapturedReport,
     _modules,
     check_tokenizer_fits,
+    check_weights_described,
     finetuning_run_models,
     load_pretrained,
     resolve_model_path,
@@ -369,7 +370,7 @@ def _load_source(path: str) -> tuple[PreTrainedModel, dict[str, torch.Tensor | N
     files hold beside it: the weights its class has no place for (a pooler or next-sentence head that
     bert-base-uncased's BertForMaskedLM does not take), by their names in the files, each with its tensor where it
     belongs to the base model (the pooler, which a Linformer may hold), else None (a head: named, not copied).
-    CheckpointError (one line) where config.json does not describe the weights (``_check_weights_described``)."""
+    CheckpointError (one line) where config.json does not describe the weights (``check_weights_described``)."""
     config = _source_config(path)
     report = _CapturedReport()  # transformers' LOAD REPORT table: what it says is checked below, in one line
     try:
@@ -382,46 +383,11 @@ def _load_source(path: str) -> tuple[PreTrainedModel, dict[str, torch.Tensor | N
     except pickle.UnpicklingError as err:  # torch's weights-only loader refused a pickled weights file
         files = sorted(Path(path).glob("pytorch_model*.bin")) if os.path.isdir(path) else []
         raise CheckpointError(f"{path!r}: {unpickling_refusal(err, files, _SAFE_WEIGHTS)}") from None
-    _check_weights_described(path, source, info)
+    check_weights_described(path, source, info)
     base = source.base_model_prefix + "."
     left = sorted(info.get("unexpected_keys") or [])
     tensors = _file_tensors(path, [k for k in left if k.startswith(base)])
     return source, {k: tensors.get(k) for k in left}
-
-
-def _is_encoder_key(key: str, base_prefix: str) -> bool:
-    """Whether a source weight's name is the encoder's (embeddings, layers), not a pooler's or a head's."""
-    return key.removeprefix(base_prefix).startswith(("embeddings.", "encoder."))
-
-
-def _check_weights_described(path: str, source: PreTrainedModel, info: dict) -> None:
-    """CheckpointError where the weights at `path` are not those of the model its config.json describes: a weight of
-    another shape, an encoder weight the model has no place for (a layer more than num_hidden_layers), or one the
-    weights lack (transformers would start it at random). A converted model would be another model than the source,
-    under its name; a head or pooler the class does not take is no mismatch (``_load_source`` names it)."""
-    where = f"{path}/config.json" if os.path.isdir(path) else f"{path!r}'s config.json"
-    fix = "give the folder the config.json its weights were saved with"
-    mismatched = sorted(info.get("mismatched_keys") or [], key=lambda row: row[0])  # (key, weights', model's)
-    if mismatched:
-        shapes = [f"{key} is {list(have)} in the weights, {list(want)} by config.json"
-                  for key, have, want in mismatched[:2]]
-        more = f" (and {len(mismatched) - 2} more)" if len(mismatched) > 2 else ""
-        raise CheckpointError(f"{where} does not describe the weights beside it: {'; '.join(shapes)}{more}: {fix}.")
-    base = source.base_model_prefix + "."
-    extra = [k for k in info.get("unexpected_keys") or [] if _is_encoder_key(k, base)]
-    lacking = [k for k in info.get("missing_keys") or [] if _is_encoder_key(k, base)]
-    if not extra and not lacking:
-        return
-    held = {int(m) for k in [*source.state_dict(), *extra] if k not in lacking
-            for m in re.findall(r"encoder\.layer\.(\d+)\.", k)}
-    layers = getattr(source.config, "num_hidden_layers", None)
-    words = [f"it gives num_hidden_layers={layers}, the weights hold {max(held) + 1} layers"] \
-        if held and layers is not None and max(held) + 1 != layers else []
-    if extra and not words:
-        words.append(f"the weights hold {_modules(extra, 3)}, which its model has no place for")
-    if lacking and not words:
-        words.append(f"its model has {_modules(lacking, 3)}, which the weights lack (they would start at random)")
-    raise CheckpointError(f"{where} does not describe the weights beside it ({'; '.join(words)}): {fix}.")
 
 
 def _file_tensors(path: str, keys: list[str]) -> dict[str, torch.Tensor]:

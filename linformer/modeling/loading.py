@@ -323,6 +323,7 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
                               f"({report.mismatches() or first_line(err)}): the config.json is not the "
                               "one the weights were saved with; copy the model folder again.") from err
     _check_encoder_loaded(model, model_path, info)  # before the summary: a refusal is the one line
+    check_weights_described(model_path, model, info)  # a layer more or fewer than config.json gives
     _summarise(type(model).__name__, model_path, info)
     return model
 
@@ -354,6 +355,46 @@ def unpickling_why(err: BaseException, instead: str = "") -> str | None:
         return ("holds more than weights (pickled objects, which could run code as they load): refused, nothing in "
                 f"it ran{'; ' + instead if instead else ''}")
     return "cannot be read as weights (damaged, or not a weights file): copy it again"
+
+
+def _is_encoder_key(key: str, base_prefix: str) -> bool:
+    """Whether a weight's name is the encoder's (embeddings, layers), which must come from the weight files: not a
+    pooler's or a head's, nor a Linformer's E or F (a module named E or F: they start fresh as window means where a
+    model gains them, and are left unread under attention='full'), which may start fresh or be left behind."""
+    return key.removeprefix(base_prefix).startswith(("embeddings.", "encoder.")) and \
+        key.rsplit(".", 2)[-2:-1] not in (["E"], ["F"])
+
+
+def check_weights_described(path: str, model, info: dict) -> None:
+    """CheckpointError where the weights at `path` are not those of the model its config.json describes (`model`,
+    loaded with transformers' loading `info`): a weight of another shape (where the load ignored mismatched sizes),
+    an encoder weight the model has no place for (a layer more than num_hidden_layers: dropped), or one the weights
+    lack (a layer fewer: transformers would start it at random). A conversion would be another model than its
+    source under its name, a finetuning would train it under the folder's name; a head or pooler the class does not
+    take, or starts fresh, is no mismatch (``_is_encoder_key``)."""
+    where = f"{path}/config.json" if os.path.isdir(path) else f"{path!r}'s config.json"
+    fix = "give the folder the config.json its weights were saved with"
+    mismatched = sorted(info.get("mismatched_keys") or [], key=lambda row: row[0])  # (key, weights', model's)
+    if mismatched:
+        shapes = [f"{key} is {list(have)} in the weights, {list(want)} by config.json"
+                  for key, have, want in mismatched[:2]]
+        more = f" (and {len(mismatched) - 2} more)" if len(mismatched) > 2 else ""
+        raise CheckpointError(f"{where} does not describe the weights beside it: {'; '.join(shapes)}{more}: {fix}.")
+    base = model.base_model_prefix + "."
+    extra = [k for k in info.get("unexpected_keys") or [] if _is_encoder_key(k, base)]
+    lacking = [k for k in info.get("missing_keys") or [] if _is_encoder_key(k, base)]
+    if not extra and not lacking:
+        return
+    loaded = [k for k in model.state_dict() if _is_encoder_key(k, base) and k not in lacking]  # not a fresh E, F
+    held = {int(m) for k in [*loaded, *extra] for m in re.findall(r"encoder\.layer\.(\d+)\.", k)}
+    layers = getattr(model.config, "num_hidden_layers", None)
+    words = [f"it gives num_hidden_layers={layers}, the weights hold {max(held) + 1} layers"] \
+        if held and layers is not None and max(held) + 1 != layers else []
+    if extra and not words:
+        words.append(f"the weights hold {_modules(extra, 3)}, which its model has no place for")
+    if lacking and not words:
+        words.append(f"its model has {_modules(lacking, 3)}, which the weights lack (they would start at random)")
+    raise CheckpointError(f"{where} does not describe the weights beside it ({'; '.join(words)}): {fix}.")
 
 
 def _check_encoder_loaded(model, model_path: str, info: dict) -> None:

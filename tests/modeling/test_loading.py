@@ -209,6 +209,48 @@ def test_a_config_json_of_another_model_type_over_the_weights_is_refused_not_tra
     assert "initialised fresh" not in caplog.text  # the refusal is the one line
 
 
+@pytest.mark.parametrize("layers", [1, 3], ids=["fewer-layers", "more-layers"])
+def test_a_config_json_that_does_not_describe_its_weights_is_refused_not_trained(mlm_dir, caplog, layers):
+    """A config.json giving a layer fewer than the weights beside it loaded with the last layer dropped, one giving a
+    layer more with that layer at random (a third of the encoder: under the "most weights fresh" refusal), and
+    finetuning trained either under the folder's name. The conversion's check (check_weights_described), one line."""
+    import json
+
+    from transformers import AutoModelForMaskedLM
+
+    from linformer.modeling.loading import load_pretrained
+
+    config = mlm_dir / "model" / "config.json"  # the weights hold 2 layers
+    config.write_text(json.dumps({**json.loads(config.read_text()), "num_hidden_layers": layers}))
+    said = (f"{config} does not describe the weights beside it (it gives num_hidden_layers={layers}, the weights "
+            "hold 2 layers): give the folder the config.json its weights were saved with.")
+    with pytest.raises(CheckpointError) as err:
+        load_classifier(str(mlm_dir / "model"), label_names=["no", "yes"], from_scratch=False)
+    assert str(err.value) == said
+    with pytest.raises(CheckpointError) as err:  # read under full attention (the spectrum report): the same
+        load_pretrained(AutoModelForMaskedLM, str(mlm_dir / "model"), attention="full")
+    assert str(err.value) == said
+    assert "initialised fresh" not in caplog.text  # the refusal is the one line
+
+
+def test_what_starts_fresh_or_stays_behind_by_design_still_loads(mlm_dir):
+    """A classifier's pooler and head start fresh, the MLM head stays behind, E and F are left unread under full
+    attention, and weights without E and F give them their fresh start: none of it is a config.json that does not
+    describe its weights."""
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForMaskedLM
+
+    from linformer.modeling.loading import load_pretrained
+
+    model = str(mlm_dir / "model")
+    assert load_pretrained(AutoModelForMaskedLM, model, attention="full").config.attention == "full"
+    weights = mlm_dir / "model" / "model.safetensors"
+    kept = {k: v for k, v in load_file(weights).items() if k.rsplit(".", 2)[-2] not in ("E", "F")}
+    save_file(kept, weights, metadata={"format": "pt"})
+    classifier, _ = load_classifier(model, label_names=["no", "yes"], from_scratch=False)
+    assert classifier.roberta.encoder.layer[1].attention.self.E is not None
+
+
 def test_max_tokens_is_n_capped_by_requests(mlm_dir):
     config = tiny_config()  # n = 16
 
