@@ -3,8 +3,13 @@
 import typing as _typing
 
 from . import cli as _cli
+from .data.workers import die_with_launcher as _die_with_launcher
 from .lazy import lazy_names as _lazy_names
 from .version import __version__
+
+# A process torchrun started (a rank) stops, checkpointed, when the launcher dies, SIGKILL included
+# (``data.workers.die_with_launcher``): asked for first, before the seconds of torch's import.
+_die_with_launcher()
 
 # Every name `from linformer import X` gives, from the module that defines it, imported when first asked for (PEP
 # 562). In a script's process (``cli.run_from_a_script``) the package's import, the script's first, installs its

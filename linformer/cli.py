@@ -19,6 +19,7 @@ import threading
 from typing import NoReturn
 
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
+from .data.workers import launcher_gone
 from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
 from .files.locations import started_script
 from .files.names import NAME_MAX_BYTES
@@ -397,8 +398,9 @@ def launched_together() -> bool:
 
 def _launch_store():
     """The key-value store of this launch (torchrun's, at MASTER_ADDR:MASTER_PORT), keyed for this attempt of it;
-    None for one process, or where it cannot be reached (another launcher)."""
-    if process_count() <= 1 or "MASTER_ADDR" not in os.environ:
+    None for one process, or where it cannot be reached (another launcher), or where the launcher that holds it died
+    (``launcher_gone``: each connection would wait PEER_WAIT_S for it, logging c10d's timeouts with their stacks)."""
+    if process_count() <= 1 or "MASTER_ADDR" not in os.environ or launcher_gone():
         return None
     try:
         import datetime

@@ -27,7 +27,6 @@ A job's log is appended to, never truncated: a rerun's lines follow the earlier 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -41,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .data.workers import signal_on_parent_death
+from .data.workers import dies_with_this_process
 from .errors import DataError, LinformerError
 from .files.mappings import read_json
 from .output_rule import check_plan
@@ -341,9 +340,7 @@ class _Runner:
 
     def _popen(self, argv: list[str], **kw) -> subprocess.Popen:
         """A job's process, which gets SIGTERM from the kernel if this runner dies without stopping it (Linux)."""
-        if sys.platform.startswith("linux"):
-            kw["preexec_fn"] = functools.partial(signal_on_parent_death, os.getpid(), signal.SIGTERM)
-        return subprocess.Popen(argv, cwd=self.cwd, env=self.env, **kw)
+        return subprocess.Popen(argv, cwd=self.cwd, env=self.env, **kw, **dies_with_this_process(signal.SIGTERM))
 
     def start(self, s: Job) -> None:
         line = shell_command(*s.argv)

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..argtypes import folder, positive_minutes
 from ..data.io import default_data_mirror
 from ..data.task_readers import check_task_files
+from ..data.workers import dies_with_this_process
 from ..errors import ConfigError, LinformerError, stopped_status
 from ..files.hashing import hashed_once
 from ..files.locations import repo_root, script, started_script
@@ -82,7 +83,8 @@ def write_report(report: list[str]) -> int:
     Ctrl-C does, its report's process with it, with a `stopped:` line, as while its jobs run."""
     try:
         with sigterm_interrupts():
-            rc = subprocess.run([sys.executable, script("table2", REPO), *report], cwd=REPO, check=False).returncode
+            rc = subprocess.run([sys.executable, script("table2", REPO), *report], cwd=REPO, check=False,
+                                **dies_with_this_process()).returncode
     except KeyboardInterrupt as err:
         print(f"stopped: stopped by {signal_words(getattr(err, 'signum', signal.SIGINT))} while writing the report: "
               f"the finished jobs are kept; {report_again()}", file=sys.stderr)

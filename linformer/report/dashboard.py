@@ -11,7 +11,9 @@ stopped (Ctrl-C, SIGTERM) or failing half-way removes the run's mirror; the stat
 first event does, so one killed outright (SIGKILL) leaves a state from which the next pass mirrors that run again from
 scratch: never a second copy of its points, nor a mirror cut short. `serve` re-mirrors every few seconds while
 TensorBoard runs, so live runs update in the browser; `mirror_once` mirrors once. Both stop on Ctrl-C, SIGTERM or
-SIGHUP as every command does, with a `stopped:` line and 128 + the signal (130, 143, 129), TensorBoard with them.
+SIGHUP as every command does, with a `stopped:` line and 128 + the signal (130, 143, 129), TensorBoard with them;
+a dashboard killed outright (SIGKILL, the out-of-memory killer) has the kernel send its TensorBoard SIGTERM (Linux),
+which frees the port.
 
 Tags group the metrics as TensorBoard's sections: train/{loss,ppl,lr,grad_norm,epoch,tokens},
 perf/{tokens_per_s,mfu_percent} (MFU in percent, as the run summary gives it; metrics.jsonl's mfu is a fraction:
@@ -49,6 +51,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..cli import run_from_a_script
+from ..data.workers import dies_with_this_process
 from ..errors import ConfigError, DataError
 from ..files.atomic import write_json
 from ..files.hashing import file_state
@@ -539,7 +542,9 @@ def _serve(outputs, logdir, host, port, watch_every, extra, overwrite) -> int:
     t0 = time.monotonic()
     logdir = claim_logdir(outputs, logdir, overwrite)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.Popen(tensorboard_command(logdir, host, port, extra), env=env)
+    # SIGTERM from the kernel when this process dies, SIGKILL included: TensorBoard would otherwise keep the port, and
+    # serve a mirror nobody refreshes, after its dashboard is gone
+    proc = subprocess.Popen(tensorboard_command(logdir, host, port, extra), env=env, **dies_with_this_process())
     url = f"http://{host}:{port}/"
     try:
         print(f"dashboard starting at {url}; mirroring the runs under {outputs} into {logdir} (each run appears "

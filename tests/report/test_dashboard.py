@@ -1,6 +1,8 @@
 """Mirroring metrics.jsonl into TensorBoard event files: right scalars, incremental, idempotent."""
 
 import json
+import signal
+import sys
 
 import pytest
 
@@ -253,7 +255,7 @@ def test_tensorboard_starts_before_the_first_mirror(tmp_path, make_run, monkeypa
     class FakeTensorBoard:
         returncode = 0
 
-        def __init__(self, command, env):
+        def __init__(self, command, env, **kwargs):
             events.append("tensorboard")
 
         def poll(self):
@@ -296,6 +298,28 @@ def test_tensorboard_not_up_is_a_failure_only_when_it_ended(tmp_path, monkeypatc
     assert dashboard.serve(tmp_path / "runs", tmp_path / "tb", port=port, watch_every=0.2) == status
     err = capsys.readouterr().err
     assert line in err and (status != 0) == ("error:" in err)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_tensorboard_asks_for_sigterm_when_its_dashboard_dies(tmp_path, monkeypatch):
+    """A dashboard killed by SIGKILL left TensorBoard serving on its port (a new dashboard there was refused) a mirror
+    nobody refreshed: TensorBoard's process asks the kernel for SIGTERM when the dashboard dies, as the plan runner's
+    jobs do. Its child reports the signal it was given (prctl's PR_GET_PDEATHSIG)."""
+    import socket
+
+    from linformer.report import dashboard
+
+    report = tmp_path / "signal"
+    child = ("import ctypes, pathlib; got = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(got)); "
+             f"pathlib.Path({str(report)!r}).write_text(str(got.value))")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(dashboard, "tensorboard_command", lambda *a, **k: [sys.executable, "-c", child])
+    monkeypatch.setattr(dashboard, "UP_WITHIN_S", 0.5)
+    (tmp_path / "runs").mkdir()
+    dashboard.serve(tmp_path / "runs", tmp_path / "tb", port=port, watch_every=0.2)  # it ends: an `error:` line
+    assert report.read_text() == str(int(signal.SIGTERM))
 
 
 @pytest.mark.parametrize("argv, line", [
@@ -509,7 +533,7 @@ def test_a_signal_stops_the_served_dashboard_as_every_command_with_its_tensorboa
     children = []
 
     class TensorBoard(subprocess.Popen):
-        def __init__(self, command, env):
+        def __init__(self, command, env, **kwargs):
             super().__init__([sys.executable, "-c", "import time; time.sleep(60)"])
             children.append(self)
 
