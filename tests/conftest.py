@@ -1,6 +1,9 @@
 """Shared test set-up: offline hubs and trackers, deterministic torch, tiny model configs."""
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 # Tests never reach a hub: loaders must take their local-file paths.
@@ -8,8 +11,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 
+# Nor do they write into the user's Hugging Face caches: a trust_remote_code load copies the model's code into
+# transformers_modules/<folder name> (one folder per test's model, one more per code version), an evaluate module its
+# files and locks, datasets its cache. Each test process gets caches of its own, set before any of those libraries
+# is imported (each reads them once, at its import), inherited by the commands the tests start, and removed at its
+# exit. Set over what the environment says: a developer's own cache variables name the real caches.
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="linformer-tests-hf-")
+os.environ.update({name: os.path.join(os.environ["HF_HOME"], folder) for name, folder in (
+    ("HF_HUB_CACHE", "hub"), ("HF_MODULES_CACHE", "modules"), ("HF_DATASETS_CACHE", "datasets"),
+    ("HF_EVALUATE_CACHE", "evaluate"), ("HF_METRICS_CACHE", "metrics"))})
+
 import pytest
 import torch
+
+HF_CACHES = Path(os.environ["HF_HOME"])  # this test process's, removed at its exit
+atexit.register(shutil.rmtree, HF_CACHES, True)
 
 # Under pytest-xdist (make test: -n auto) the workers share the cores: one worker does not take them all.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
