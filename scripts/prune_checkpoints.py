@@ -6,7 +6,8 @@ weights with the run's checkpoints'): a complete run keeps trainer.keep_last ful
 state, ~3x the model each) that only continuing it further needs. run.json records the removal, so that a later start
 of the run says its checkpoints were removed instead of training it again from step 0. A run not complete (its
 checkpoints continue it), one a live process holds, or one whose model is gone or never kept is left as it is,
-saying why, and the others pruned; the exit status is 0 then too (a folder of runs usually holds some still
+saying why, one pruned before is said to be (when, what it freed) and not counted again, and the others pruned;
+the exit status is 0 then too (a folder of runs usually holds some still
 training or to be continued: leaving them is the command working), 2 for a path that names no run (nothing
 pruned). argparse, not Hydra: the runs are positional paths that the shell expands from globs.
 """
@@ -21,13 +22,19 @@ if __name__ == "__main__":
     p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain, outputs)")
     args = p.parse_args()
     # the work's modules (torch, transformers): imported once the command line is read
+    from linformer.files.runs import already_pruned
     from linformer.rundir import find_runs, named_paths
     from linformer.train.checkpoint import prune_checkpoints
 
     with cli_errors():  # the pruning is the command's work: a stop there stops the command, not its start
         runs = find_runs(named_paths(args.runs), strict=True)
-        total, kept = 0, 0
+        total, pruned, before, kept = 0, 0, 0, 0
         for run in runs:
+            earlier = already_pruned(run)
+            if earlier is not None:
+                print(f"already pruned {run}: {earlier}")
+                before += 1
+                continue
             try:
                 count, freed = prune_checkpoints(run)
             except LinformerError as err:
@@ -35,6 +42,8 @@ if __name__ == "__main__":
                 kept += 1
                 continue
             total += freed
+            pruned += 1
             print(f"pruned {run}: {count} checkpoint{'s' * (count != 1)}, {freed / 1e6:,.1f} MB")
-        print(f"freed {total / 1e6:,.1f} MB in {len(runs)} run{'s' * (len(runs) != 1)}"
+        print(f"freed {total / 1e6:,.1f} MB in {pruned} run{'s' * (pruned != 1)}"
+              + (f"; {before} already pruned" if before else "")
               + (f"; kept {kept} as {'they were' if kept > 1 else 'it was'} (above)" if kept else ""))

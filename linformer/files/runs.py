@@ -67,6 +67,15 @@ def complete_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(found, key=step_of)
 
 
+def already_pruned(run_dir: str | Path) -> str | None:
+    """run.json's record of the prune_checkpoints.py that removed a run's checkpoints (when, how many, how much:
+    ``checkpoints_removed``), where the run holds none since (a later prune has nothing to do); else None."""
+    root = checkpoint_dir(run_dir)
+    if root.is_symlink() or (root.is_dir() and any(root.iterdir())):
+        return None
+    return read_record(run_dir, RUN).get("checkpoints_removed") or None
+
+
 def checkpoints_gone(run_dir: str | Path) -> str:
     """How a run's checkpoints went, as a clause after "its checkpoints": removed by prune_checkpoints.py (when, how
     many: run.json's ``checkpoints_removed``), or gone without a record of it."""

@@ -292,6 +292,28 @@ def test_prune_tells_a_run_left_running_by_a_dead_process_from_a_live_one(pretra
     assert (run / "checkpoints").is_dir()
 
 
+def test_prune_says_a_run_pruned_before_was_already_pruned_and_does_not_count_it(pretrained_run, tmp_path,
+                                                                                   monkeypatch, capsys):
+    """A second prune_checkpoints.py over a run printed "pruned <run>: 0 checkpoints, 0.0 MB" and counted it in the
+    summary's runs: it says the run was already pruned, with run.json's record of when and what, leaves that record
+    as it was, and counts only the runs it pruned now."""
+    from linformer.train.checkpoint import prune_checkpoints
+    from tests.conftest import run_script
+
+    earlier, fresh = tmp_path / "earlier", tmp_path / "fresh"
+    shutil.copytree(pretrained_run, earlier)
+    shutil.copytree(pretrained_run, fresh)
+    prune_checkpoints(earlier)
+    record = (earlier / "run.json").read_text()
+    removed = json.loads(record)["checkpoints_removed"]
+    assert run_script("prune_checkpoints", [str(tmp_path)], monkeypatch) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"already pruned {earlier}: {removed}" in out
+    assert any(line.startswith(f"pruned {fresh}: ") for line in out) and not (fresh / "checkpoints").exists()
+    assert out[-1].startswith("freed ") and out[-1].endswith(" MB in 1 run; 1 already pruned")
+    assert (earlier / "run.json").read_text() == record
+
+
 def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_run, tmp_path, monkeypatch):
     """export_run called from Python said "--step 7" and "(--out DIR exports it again)": the script's options where
     scripts/export.py runs (stopping.run_from_a_script, as a stop's resume advice tells them apart), the function's
