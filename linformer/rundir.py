@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -743,11 +744,38 @@ def find_runs(paths: list[str | Path], strict: bool = False, marker: str = METRI
                 if any(part.startswith(".") or part in UNSEARCHED_DIRS for part in rel):
                     continue
                 here.add(m.parent.resolve())
-        if strict and not here:
-            raise DataError(f"{p} does not exist" if not p.exists() else
-                            f"{p} holds no run (no {marker} at or under it)")
+        if strict:
+            left = abandoned_starts(p, marker)
+            if not here:
+                raise DataError(f"{p} does not exist" if not p.exists() else f"{p} {ABANDONED}" if left == [p] else
+                                f"{p} holds no run (no {marker} at or under it)"
+                                + "".join(f"; {folder} {ABANDONED}" for folder in left[:1]))
+            for folder in left:
+                print(f"warning: {folder} {ABANDONED}", file=sys.stderr)
         found |= here
     return sorted(found)
+
+
+ABANDONED = ("holds no run, only the lock of a process that is gone: a run killed as it started (SIGKILL, the "
+             "out-of-memory killer) before it wrote anything. Its command run again takes the folder over; else "
+             "delete it.")
+
+
+def abandoned_starts(path: Path, marker: str = METRICS) -> list[Path]:
+    """The folders at or under `path` (hidden ones, checkpoints and wandb folders not searched) that hold nothing but
+    a run's lock left by a process of this host that is gone: a run killed before it wrote anything (while it
+    tokenized its task), which no report lists, being no run; a run starting now holds its lock alive, and is left
+    out."""
+    if not path.is_dir():
+        return []
+    left = []
+    for lock in [path / LOCK] if (path / LOCK).is_file() else path.rglob(LOCK):
+        rel = lock.relative_to(path).parts[:-1]
+        if any(part.startswith(".") or part in UNSEARCHED_DIRS for part in rel) or (lock.parent / marker).exists():
+            continue
+        if [e.name for e in lock.parent.iterdir()] == [LOCK] and holder_gone(lock_holder(lock) or {}):
+            left.append(lock.parent)
+    return sorted(left)
 
 
 # Hydra's record of a multirun, in the sweep's folder beside its runs (outputs/<stage>/multirun/multirun.yaml)

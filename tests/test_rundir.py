@@ -818,3 +818,34 @@ def test_a_damaged_metrics_file_is_one_warning_with_its_count_not_one_per_line(t
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert said == [(f"{path}: 301 lines skipped, not a metrics row (the first, line 3: not JSON: a run still "
                      "writing, or killed mid-line)")]
+
+
+def test_a_folder_left_holding_only_a_dead_process_s_lock_is_named_by_the_reports_and_taken_over_by_its_start(
+        tmp_path, capsys):
+    """A finetuning killed by SIGKILL while it tokenized its task left outputs/finetune/<run>/ holding only .lock,
+    which compare_runs.py and prune_checkpoints.py passed over without a word (being no run): a folder named or
+    searched that holds nothing but the lock of a process that is gone is now a warning line (an error where it is
+    the folder named); one a live process holds (a run starting) is not; and the run's next start takes it over."""
+    from linformer.errors import DataError
+    from linformer.files.locks import holder_record
+    from linformer.rundir import ABANDONED, find_runs
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    outputs = tmp_path / "outputs"
+    killed, starting, run = outputs / "finetune" / "killed", outputs / "finetune" / "starting", outputs / "pretrain" / "r"
+    for folder, pid in ((killed, int(done.stdout)), (starting, os.getpid())):
+        folder.mkdir(parents=True)
+        (folder / LOCK).write_text(json.dumps(dict(holder_record(), pid=pid)))
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+    assert find_runs([outputs], strict=True) == [run.resolve()]
+    assert capsys.readouterr().err.splitlines() == [f"warning: {killed} {ABANDONED}"]
+    with pytest.raises(DataError, match=f"^{killed} holds no run, only the lock of a process that is gone"):
+        find_runs([killed], strict=True)
+    with pytest.raises(DataError, match=f"holds no run \\(no metrics.jsonl at or under it\\); {killed} holds no run"):
+        find_runs([outputs / "finetune"], strict=True)
+    assert find_runs([outputs]) == [run.resolve()] and capsys.readouterr().err == ""  # a dashboard's pass: silent
+    lock = RunLock(killed)
+    lock.acquire()
+    assert json.loads((killed / LOCK).read_text())["pid"] == os.getpid()
+    lock.release()
