@@ -517,7 +517,7 @@ class LinformerSelfAttention(nn.Module):
         self.landmarks = self.linformer and config.landmark_pooling  # projected keys pooled by attention (E = F)
         # what the exact keys do to the projected columns whose tokens they hold (None: nothing, "keep")
         self.overlap_rule = config.overlap_columns if self.linformer and config.overlap_columns != "keep" else None
-        # Projections owned by this layer; with sharing='layerwise' the encoder owns the single one.
+        # Projections owned by this layer; with a mode shared across layers ('layerwise') the encoder owns them.
         self.E = self.F = None
         sharing = SHARING[config.sharing] if self.linformer else None
         if sharing is not None and not sharing.across_layers:
@@ -552,7 +552,8 @@ class LinformerSelfAttention(nn.Module):
     def forward(self, hidden, mask=None, shared_projection=None, output_attentions=False, per_forward=None):
         """hidden: (B, T, D), T <= n (config.max_seq_len); mask: (B, T) bool (or integer or float 0/1, as a
         tokenizer's attention_mask), True at real tokens, or None when nothing is padded, or transformers' 4-D one
-        (``keep_mask``); shared_projection: the encoder's one E (LinformerEncoder.E) when sharing='layerwise';
+        (``keep_mask``); shared_projection: with a mode shared across layers (sharing='layerwise'), the encoder's E
+        (LinformerEncoder.E, used for keys and values), or its pair (E, F) where the mode keeps F apart from E;
         per_forward: a dict the encoder's layers share for one forward (what depends only on the input's lengths is
         built once). Anything else is a ValueError saying what to pass. The checks read shapes and dtypes only (no
         host sync) but for a float or 4-D mask's values. Within one forward (a per_forward dict) the first layer
@@ -571,10 +572,13 @@ class LinformerSelfAttention(nn.Module):
             keys, values = self._heads(self.key(hidden)), self._heads(self.value(hidden))
             out, probs = self._attend(q, keys, values, mask, output_attentions, (per_forward, "input"))
             if self.linformer:  # E and F left out, which DDP may still wait for (with_zero_gradients)
-                out = with_zero_gradients(out, self.E, self.F, shared_projection)
+                shared = shared_projection if isinstance(shared_projection, tuple) else (shared_projection,)
+                out = with_zero_gradients(out, self.E, self.F, *shared)
             return out, probs
-        E = self.E if self.E is not None else shared_projection
-        F_ = self.F if self.F is not None else E
+        if self.E is not None:
+            E, F_ = self.E, self.F if self.F is not None else self.E
+        else:
+            E, F_ = shared_projection if isinstance(shared_projection, tuple) else (shared_projection,) * 2
         if self.local_radius or self.global_positions:
             out, probs = self._local_global(q, hidden, mask, E, F_, per_forward), None
         else:
@@ -603,7 +607,7 @@ class LinformerSelfAttention(nn.Module):
         """The mask as a (B, T) bool tensor, after ValueErrors for what the layer cannot take."""
         if self.needs_shared and shared_projection is None:
             raise ValueError(f"sharing={self.config.sharing!r}: this layer has no projection of its own; pass the "
-                             "encoder's (LinformerEncoder.E) as shared_projection.")
+                             "encoder's (LinformerEncoder.E) as shared_projection, or its (E, F) where it has an F.")
         if torch.jit.is_tracing():  # a trace's shapes are tensors: comparing them would warn and record a constant
             return mask
         B, T = hidden.shape[:2]

@@ -144,10 +144,14 @@ class LinformerEncoder(nn.Module):
     def __init__(self, config: LinformerConfig):
         super().__init__()
         self.layer = nn.ModuleList([LinformerLayer(config, i) for i in range(config.num_hidden_layers)])
-        # sharing='layerwise': the one projection every layer, head, key and value uses.
-        self.E = None
-        if config.projects_keys and SHARING[config.sharing].across_layers:
-            self.E = build_projection(config, config.k_of_layer(0), per_head=False)
+        # A mode shared across layers (sharing='layerwise'): the encoder owns the projections every layer uses, built
+        # as the mode says (one E, or one per head; F apart from E or E itself), as the layers build their own.
+        self.E = self.F = None
+        sharing = SHARING[config.sharing] if config.projects_keys else None
+        if sharing is not None and sharing.across_layers:
+            self.E = build_projection(config, config.k_of_layer(0), sharing.per_head)
+            if sharing.separate_f:
+                self.F = build_projection(config, config.k_of_layer(0), sharing.per_head)
         self.gradient_checkpointing = False
 
     def forward(self, hidden, mask=None, output_attentions=False, output_hidden_states=False):
@@ -156,9 +160,10 @@ class LinformerEncoder(nn.Module):
         # what the layers share in this forward: the mask as checked (by the first layer), the local/global masks
         # (ExactKeyLayout), flex's key masks
         per_forward = {}
+        shared = self.E if self.F is None else (self.E, self.F)
         for layer in self.layer:
             # hidden goes positionally: gradient checkpointing only tracks positional tensors
-            hidden, probs = layer(hidden, mask, shared_projection=self.E, output_attentions=output_attentions,
+            hidden, probs = layer(hidden, mask, shared_projection=shared, output_attentions=output_attentions,
                                   per_forward=per_forward)
             if output_hidden_states:
                 all_hidden += (hidden,)

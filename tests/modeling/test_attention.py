@@ -9,6 +9,8 @@ from linformer import LinformerForMaskedLM, LinformerModel, count_projection_mat
 from linformer.modeling import LinearProjection
 from linformer.modeling.configuration import PROJECTIONS, SHARING
 from linformer.modeling.errors import ConfigError
+from linformer.modeling.flops import forward_flops_per_token
+from linformer.modeling.values import Sharing
 
 from .conftest import tiny_config
 
@@ -102,6 +104,48 @@ def test_layerwise_is_one_parameter_shared_by_every_layer():
     names = [n for n, _ in model.named_parameters() if ".E." in n or ".F." in n or n.startswith("encoder.E")]
     assert names == ["encoder.E.weight"]
     assert model.encoder.E.weight.shape == (16, 4)  # n x k
+
+
+# Sharing modes of one's own shared across layers (guide: "a new sharing mode is one entry in SHARING"), each with the
+# built-in mode that computes the same in every layer: per-head E for all layers (E = F), and E apart from F
+ACROSS_LAYER_MODES = {"layerwise_heads": (Sharing(per_head=True, separate_f=False, across_layers=True), "none"),
+                      "layerwise_ef": (Sharing(per_head=False, separate_f=True, across_layers=True), "headwise")}
+
+
+@pytest.mark.parametrize("mode", ACROSS_LAYER_MODES)
+def test_a_new_mode_shared_across_layers_is_built_saved_and_counted_as_it_says(mode, monkeypatch, tmp_path):
+    """Both were built as plain 'layerwise' (one E for every head, F = E) while the FLOPs counted the mode as written:
+    the encoder's E is per head where the mode says so and its F apart where it says so, the model computes what the
+    per-layer mode of the same shape computes with those matrices in every layer, FLOPs agree with that mode's, and a
+    saved model loads its E and F back."""
+    sharing, twin = ACROSS_LAYER_MODES[mode]
+    monkeypatch.setitem(SHARING, mode, sharing)
+    torch.manual_seed(0)
+    shape = dict(num_hidden_layers=3, max_seq_len=32, projected_dim=8, projection_init="xavier")
+    model = _trained_biases(LinformerModel(tiny_config(sharing=mode, **shape)).eval())
+    state = {n: p for n, p in model.state_dict().items() if n.rsplit(".", 2)[-2] in ("E", "F")}
+    matrix = (4, 32, 8) if sharing.per_head else (32, 8)
+    assert {n: tuple(p.shape) for n, p in state.items()} == (
+        {"encoder.E.weight": matrix} | ({"encoder.F.weight": matrix} if sharing.separate_f else {}))
+    assert count_projection_matrices(model) == (4 if sharing.per_head else 1) * (2 if sharing.separate_f else 1)
+
+    per_layer = LinformerModel(tiny_config(sharing=twin, **shape)).eval()
+    weights = dict(model.state_dict())
+    E, F = weights.pop("encoder.E.weight"), weights.pop("encoder.F.weight", None)
+    for i in range(3):
+        layer = f"encoder.layer.{i}.attention.self"
+        weights[f"{layer}.E.weight"] = E
+        if SHARING[twin].separate_f:
+            weights[f"{layer}.F.weight"] = F if F is not None else E
+    per_layer.load_state_dict(weights)
+    ids, mask = _padded_batch(lengths=(32, 20, 7))
+    out = model(ids, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(out, per_layer(ids, attention_mask=mask).last_hidden_state, atol=1e-5, rtol=1e-5)
+    assert forward_flops_per_token(model.config, 32) == forward_flops_per_token(per_layer.config, 32)
+
+    model.save_pretrained(tmp_path)
+    loaded = LinformerModel.from_pretrained(tmp_path).eval()
+    torch.testing.assert_close(loaded(ids, attention_mask=mask).last_hidden_state, out, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
