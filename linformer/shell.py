@@ -32,6 +32,12 @@ def scripts_named_here(text: str) -> str:
 _SCRIPT_COMMAND = re.compile(r"python scripts/(\w+)\.py\b")
 
 
+def imports_words(imports) -> list[str]:
+    """``imports=[a,b]`` for a command printed to paste after one that imported modules of the user's own (their
+    projection, sharing mode or task is named in what it made), none for none."""
+    return [hydra_override("imports", list(imports))] if imports else []
+
+
 def _shell_word(word: str) -> str:
     quoted = shlex.quote(word)
     if quoted != word and "'" in word and not set(word) & set('"$`\\!'):

@@ -8,7 +8,7 @@ def main(cfg) -> None:
     from linformer.modeling.convert import convert_and_report
     from linformer.runconfig import ConvertSpec
 
-    convert_and_report(ConvertSpec.read(cfg))
+    convert_and_report(ConvertSpec.read(cfg), cfg.get("imports") or [])
 
 
 if __name__ == "__main__":

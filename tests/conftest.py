@@ -167,14 +167,17 @@ def forbid_loading(monkeypatch):
 
 @pytest.fixture
 def registries():
-    """The projection registries restored after the test (in place: modules hold them by reference)."""
+    """The projection and sharing registries restored after the test (in place: modules hold them by reference)."""
     from linformer.modeling import attention, configuration
 
     names, builders = list(configuration.PROJECTIONS), dict(attention.PROJECTION_BUILDERS)
+    sharing = dict(configuration.SHARING)
     yield
     configuration.PROJECTIONS[:] = names
     attention.PROJECTION_BUILDERS.clear()
     attention.PROJECTION_BUILDERS.update(builders)
+    configuration.SHARING.clear()
+    configuration.SHARING.update(sharing)
 
 
 def load_script(name: str, folder: str = "scripts"):

@@ -43,6 +43,14 @@ def read_record(run_dir: str | Path, name: str) -> dict:
     return data
 
 
+def recorded_imports(run_dir: str | Path) -> list[str]:
+    """The modules the run's command imported first (its config.yaml's ``imports``: where a projection, sharing
+    mode or task of one's own registers itself), [] for none: a command that goes on from the run (its next:
+    finetuning, an export) needs them too."""
+    names = read_record(run_dir, CONFIG).get("imports") or []
+    return [str(name) for name in names] if isinstance(names, list) else []
+
+
 # train/checkpoint.py writes them; here, below the model loaders, so that what a run keeps to write its model again
 # from is read one way wherever it is said (``loading.rewrite_advice``, export, resume, prune_checkpoints)
 CHECKPOINT_STATE = "trainer_state.json"  # a checkpoint's trainer state: written last but its checksums

@@ -318,7 +318,7 @@ class LinformerConfig(PreTrainedConfig):
         if tv is not None and not 0 < tv <= self.vocab_size:
             raise ConfigError(f"tokenizer_vocab_size ({tv}) must be in 1..vocab_size ({self.vocab_size}): the "
                               "embedding rows past it are padding.")
-        _check_choice("sharing", self.sharing, _choices("sharing"))
+        check_sharing(self.sharing)
         check_projection(self.projection)
         _check_choice("projection_init", self.projection_init, PROJECTION_INITS)
         _check_choice("classifier_head", self.classifier_head, _choices("classifier_head"))
@@ -387,7 +387,7 @@ def _validate_projected_dims(config: LinformerConfig) -> None:
             )
     if SHARING[config.sharing].across_layers and len(set(map(int, ks))) > 1:
         raise ConfigError(
-            "sharing='layerwise' uses one projection for every layer, so projected_dim must be the same "
+            f"sharing={config.sharing!r} uses one projection for every layer, so projected_dim must be the same "
             f"for all layers (got {config.projected_dim})."
         )
     unused = [i for i, k in enumerate(map(int, ks)) if k >= n]
@@ -589,6 +589,8 @@ def _check_alone(key: str, value) -> None:
         projects_keys(value)
     elif key == "projection":
         check_projection(value)
+    elif key == "sharing":
+        check_sharing(value)
     elif _choices(key):
         _check_choice(key, value, _choices(key))
 
@@ -675,12 +677,23 @@ def check_model_fields(fields: Mapping, prefix: str = "model.") -> None:
             _check_type(key, value, f"{prefix}{key}")
 
 
+# How a command reaches a name of the user's own (a projection, a sharing mode): the end of the error refusing one
+YOUR_OWN_IMPORTED = ("in a module, which a command imports where its config names it, imports=[my_module], and Python "
+                     "code before building the model")
+
+
 def check_projection(name: str) -> None:
     """ConfigError for a projection name that is neither the package's nor registered in this process, saying how a
     command reaches one of the user's own."""
     _check_choice("projection", name, PROJECTIONS,
-                  "; one of your own: linformer.modeling.register_projection in a module, which a command imports "
-                  "where its config names it, imports=[my_module], and Python code before building the model")
+                  f"; one of your own: linformer.modeling.register_projection {YOUR_OWN_IMPORTED}")
+
+
+def check_sharing(name: str) -> None:
+    """ConfigError for a sharing mode that is neither the package's nor added to SHARING in this process, saying how a
+    command reaches one of the user's own (as ``check_projection``)."""
+    _check_choice("sharing", name, _choices("sharing"),
+                  f"; one of your own: an entry in linformer.modeling.configuration.SHARING {YOUR_OWN_IMPORTED}")
 
 
 def _check_choice(key: str, value: str, choices, more: str = "") -> None:
@@ -706,6 +719,7 @@ __all__ = [
     "check_config_for_weights",
     "check_model_fields",
     "check_projection",
+    "check_sharing",
     "exact_key_variants",
     "exact_keys_label",
     "projects_keys",

@@ -13,6 +13,7 @@ import logging
 import os
 import pickle
 import re
+from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from ..data.tokenizer import load_tokenizer
 from ..files.locations import resolve_path
 from ..files.outputs import check_output_dir, made_by
 from ..logfile import say
-from ..shell import hydra_override, script_command
+from ..shell import hydra_override, imports_words, script_command
 from .attention import resampled_rows
 from .card import conversion_info, fresh_besides_head, not_copied_words, read_card_info, write_model_card
 from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
@@ -632,9 +633,9 @@ def _outermost(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if not any(m.startswith(f"{o}.") for o in modules))
 
 
-def convert_and_report(spec: ConvertSpec) -> Path:
+def convert_and_report(spec: ConvertSpec, imports: Sequence[str] = ()) -> Path:
     """``scripts/convert.py``: convert the spec's model_path with its Linformer settings into its out_dir, and say
-    what was made and what to run next."""
+    what was made and what to run next (with the command's `imports`, where its projection or sharing mode is)."""
     import time
 
     t0 = time.perf_counter()
@@ -651,7 +652,7 @@ def convert_and_report(spec: ConvertSpec) -> Path:
              if learned and learned < config.max_seq_len else "") + \
         (f"; {cleared} cleared: {config.attention_label} attends to every key" if cleared else "")
     say(f"converted {model_path} -> {out} ({card['class']}, {config.attention_label}, n={config.max_seq_len}, "
-        f"{time.perf_counter() - t0:.1f} s){words}{_head_words(card)}\nnext: {_next_command(out, config)}")
+        f"{time.perf_counter() - t0:.1f} s){words}{_head_words(card)}\nnext: {_next_command(out, config, imports)}")
     return out
 
 
@@ -674,16 +675,18 @@ def _head_words(card: dict) -> str:
     return words
 
 
-def _next_command(out: Path, config: LinformerConfig) -> str:
+def _next_command(out: Path, config: LinformerConfig, imports: Sequence[str] = ()) -> str:
     """What to run on a conversion: a full-attention classifier is a distillation teacher; one with projected
-    attention (E, F new) is finetuned on its task first; anything else is finetuned."""
+    attention (E, F new) is finetuned on its task first; anything else is finetuned. Each with the conversion's
+    `imports`: the model names what they register."""
+    more = imports_words(imports)
     if not is_sequence_classifier(config):
-        return script_command("finetune", "task=sst2", hydra_override("model_path", out))
+        return script_command("finetune", "task=sst2", hydra_override("model_path", out), *more)
     task = _task_of(config)
     if not config.projects_keys:
         return script_command("distill", task, hydra_override("teacher_path", out),
-                             f"model.max_seq_len={config.max_seq_len}")
-    return script_command("finetune", task, hydra_override("model_path", out))
+                             f"model.max_seq_len={config.max_seq_len}", *more)
+    return script_command("finetune", task, hydra_override("model_path", out), *more)
 
 
 def _task_of(config: LinformerConfig) -> str:

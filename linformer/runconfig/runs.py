@@ -17,7 +17,7 @@ from ..configs import refuse_missing_values
 from ..data.io import local_path
 from ..errors import ConfigError
 from ..files.names import folder_name
-from ..modeling.configuration import LinformerConfig, check_model_fields, check_projection
+from ..modeling.configuration import LinformerConfig, check_model_fields, check_projection, check_sharing
 from ..runname import name_no_runs
 from .settings import (
     OPERATIONAL_TRAINER_KEYS,
@@ -149,15 +149,16 @@ class PretrainSpec(RunSpec):
 
 
 def _check_projection(cfg: Mapping) -> None:
-    """The model group's projection checked before the trainer's and the optimizer's numbers: one of the user's own
-    that is not registered is fixed with a module to import, which a refusal of a number would otherwise hide until
-    the run after."""
+    """The model group's projection and sharing mode checked before the trainer's and the optimizer's numbers: one of
+    the user's own that is not registered is fixed with a module to import, which a refusal of a number would
+    otherwise hide until the run after."""
     model = cfg.get("model")
-    if isinstance(model, Mapping) and "projection" in model:
-        try:
-            check_projection(model["projection"])
-        except ConfigError as err:
-            raise ConfigError(f"model: {err}") from None
+    for key, check in (("projection", check_projection), ("sharing", check_sharing)):
+        if isinstance(model, Mapping) and key in model:
+            try:
+                check(model[key])
+            except ConfigError as err:
+                raise ConfigError(f"model: {err}") from None
 
 
 def model_config(fields: Mapping) -> LinformerConfig:

@@ -31,8 +31,10 @@ from ..files.runs import (
     checkpoints_gone,
     complete_checkpoints,
     read_record,
+    recorded_imports,
     step_of,
 )
+from ..hydra_start import import_modules
 from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
@@ -107,6 +109,9 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
     if stage not in SPECS:
         raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning and pretraining runs "
                           "(transfer and distillation save their model in <run>/model).")
+    # the modules the run imported (imports=[...]), where the projection or sharing mode its model names is
+    # registered: export takes no imports= of its own, and the run's record says which
+    import_modules({"imports": recorded_imports(run_dir)})
     return read_recorded_config(run_dir, SPECS[stage].read)
 
 

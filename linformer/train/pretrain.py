@@ -26,7 +26,7 @@ from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, corpus_perplexities, on_plateau
 from ..errors import ConfigError
 from ..files.hashing import check_inputs_unchanged, input_states
-from ..files.runs import MODEL_DIR
+from ..files.runs import MODEL_DIR, recorded_imports
 from ..modeling import LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
@@ -249,7 +249,7 @@ class PretrainTask(BlockStreamTask):
             "validation": {"blocks": self.val.scored_blocks(self.eval_blocks), "of": len(self.val.dataset),
                            "scoring": self.val_scoring},
             "report": report,
-            "next": finetune_next(trainer.run_dir),
+            "next": finetune_next(trainer.run_dir, recorded_imports(trainer.run_dir)),
         }
         return summary, None
 

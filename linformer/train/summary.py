@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..files.locations import repo_relative
 from ..logfile import say
-from ..shell import hydra_override, script_command
+from ..shell import hydra_override, imports_words, script_command
 from .stopping import run_from_a_script
 
 
@@ -52,13 +52,14 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     say("\n".join(lines))
 
 
-def finetune_next(model_path: Path | str) -> str:
+def finetune_next(model_path: Path | str, imports: Sequence[str] = ()) -> str:
     """The summary's next: for a model to finetune, worded for the caller (``stopping.run_from_a_script``, as a
     stop's resume advice): the finetuning script's command to paste into a shell, or from Python (a notebook) the
     call docs/guide.md's "From Python" shows, the same overrides in it. A model in the repository is named relative
     to it (``locations.repo_relative``), as the run's record names it: the line pastes from any folder, on any
-    checkout."""
-    overrides = ["task=sst2", hydra_override("model_path", repo_relative(model_path))]
+    checkout. `imports`: the modules the run imported (``files.runs.recorded_imports``), carried as ``imports=``:
+    the model names their projection or sharing mode, which finetuning cannot build without them."""
+    overrides = ["task=sst2", hydra_override("model_path", repo_relative(model_path)), *imports_words(imports)]
     if run_from_a_script():
         return script_command("finetune", *overrides)
     return (f"finetune(FinetuneSpec.read(compose(\"finetune\", [{', '.join(map(python_str, overrides))}])), "

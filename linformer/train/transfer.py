@@ -33,7 +33,7 @@ from ..data.io import load_auto
 from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
-from ..files.runs import MODEL_DIR
+from ..files.runs import MODEL_DIR, recorded_imports
 from ..modeling import LinformerModel
 from ..modeling.card import card_path, continued_info, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
@@ -204,7 +204,7 @@ class TransferTask(BlockStreamTask):
             "model_dir": str(model_dir), "source": self.source, "start_weights_sha256": self.start_weights_sha256,
             "target": self.target, "train": self.train_mode,
             **errors, "report": report,
-            "next": finetune_next(trainer.run_dir),
+            "next": finetune_next(trainer.run_dir, recorded_imports(trainer.run_dir)),
         }
         return summary, None
 

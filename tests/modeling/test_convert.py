@@ -536,7 +536,9 @@ def test_converting_again_with_another_k_is_refused_naming_it(cli_converted):
 
 
 @pytest.mark.parametrize("setting, said", [
-    ("model.sharing=bogus", "model: sharing='bogus' is not one of none, headwise, kv, layerwise."),
+    ("model.sharing=bogus", ("model: sharing='bogus' is not one of none, headwise, kv, layerwise; one of your own: "
+                             "an entry in linformer.modeling.configuration.SHARING in a module, which a command "
+                             "imports")),
     ("model.projected_dim=99", f"model: projected_dim (k=99) must be in 1..max_seq_len (n={N})"),
     ("model.local_window=abc", "model.local_window='abc' must be a whole number >= 0."),  # the key as typed
     ("model.global_positions=[500]", "model: global_positions=[500]: [500] not a position"),
@@ -629,6 +631,9 @@ def test_the_next_command_names_the_task_a_classifiers_labels_name(labels, task)
     config = LinformerConfig(id2label=dict(enumerate(labels)), architectures=["LinformerForSequenceClassification"],
                              attention="full")
     assert shlex.split(_next_command(Path("out"), config))[2] == task
+    # a conversion that imported the user's modules (their projection or sharing mode) hands them on: pasted, the
+    # command would refuse the model's names without them
+    assert shlex.split(_next_command(Path("out"), config, ["my_sharing"]))[-1] == "imports=[my_sharing]"
 
 
 def test_a_reshaped_linformer_s_untrained_head_is_not_said_to_lack_a_source_head(tmp_path, capsys):

@@ -1,6 +1,8 @@
-"""A projection of one's own reaches the commands through the config's ``imports`` key (hydra_start.import_modules):
-pretraining imports the module that registers it, trains with it and saves a model that loads where it is imported."""
+"""A projection or sharing mode of one's own reaches the commands through the config's ``imports`` key
+(hydra_start.import_modules): pretraining imports the module that registers it, trains with it and saves a model that
+loads where it is imported; what the run prints to run next, and its export, import it too."""
 
+import shlex
 import sys
 
 import pytest
@@ -30,6 +32,11 @@ class Strided(Projection):
 
 
 register_projection("cc_strided", lambda config, k, heads: Strided(config.max_seq_len, k))
+
+from linformer.modeling.configuration import SHARING
+from linformer.modeling.values import Sharing
+
+SHARING["cc_layerwise_heads"] = Sharing(per_head=True, separate_f=False, across_layers=True)
 '''
 
 
@@ -41,6 +48,16 @@ def own_module(tmp_path, monkeypatch, registries):
     monkeypatch.setattr(sys, "path", list(sys.path))
     yield
     sys.modules.pop("cc_strided_projection", None)
+
+
+def _forget_module():
+    """The process as a new command's: the module not imported, nothing it registered known."""
+    from linformer.modeling import attention, configuration
+
+    sys.modules.pop("cc_strided_projection", None)
+    configuration.SHARING.pop("cc_layerwise_heads", None)
+    attention.PROJECTION_BUILDERS.pop("cc_strided", None)
+    configuration.PROJECTIONS[:] = [name for name in configuration.PROJECTIONS if name != "cc_strided"]
 
 
 def test_a_projection_named_in_imports_pretrains_saves_and_loads(tiny_data, tmp_path, own_module, monkeypatch):
@@ -73,3 +90,41 @@ def test_a_module_not_found_is_one_error_line(tiny_data, tmp_path, monkeypatch, 
     assert run_script("pretrain", argv, monkeypatch) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
         "error: imports: no module 'no_such_module_here' is found here")
+
+
+def test_a_sharing_mode_named_in_imports_is_built_as_it_says_and_what_follows_the_run_imports_it(
+        tiny_data, tmp_path, own_module, monkeypatch, capsys):
+    """A mode shared across layers with one E per head was trained as plain layerwise (one E for all heads); the
+    run's next: finetuning command left imports= out, so that pasted it failed on the unknown mode, and its export,
+    which takes no imports=, could not rebuild the model at all."""
+    from linformer.configs import compose
+    from linformer.modeling import LinformerForMaskedLM
+    from linformer.train.export import export_run
+
+    run = tmp_path / "run"
+    steps = ["trainer.max_steps=2", "trainer.warmup_steps=0", "trainer.save_every=2", "trainer.eval_every=2"]
+    argv = _script_args(tiny_data, run, "imports=[cc_strided_projection]", "model.sharing=cc_layerwise_heads",
+                        *steps)[2:]
+    assert run_script("pretrain", argv, monkeypatch) == 0
+    model = LinformerForMaskedLM.from_pretrained(str(run / "model"))
+    config = model.config
+    assert model.roberta.encoder.E.weight.shape == (config.num_attention_heads, config.max_seq_len,
+                                                   config.k_of_layer(0))
+    (line,) = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("next: ")]
+    words = shlex.split(line.removeprefix("next: "))
+    assert "imports=[cc_strided_projection]" in words
+    assert list(compose("finetune", words[2:]).imports) == ["cc_strided_projection"]
+
+    _forget_module()
+    done = export_run(run, tmp_path / "exported", step=2)
+    assert LinformerForMaskedLM.from_pretrained(str(done["out"])).config.sharing == "cc_layerwise_heads"
+
+
+def test_an_unregistered_sharing_mode_is_refused_first_naming_imports(tiny_data, tmp_path, monkeypatch, capsys):
+    """The projection's refusal said how to reach one of one's own (imports=); the sharing mode's did not."""
+    argv = _script_args(tiny_data, tmp_path / "run", "model.sharing=cc_layerwise_heads", "trainer.max_steps=1")[2:]
+    assert run_script("pretrain", argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: model: sharing='cc_layerwise_heads' is not one of none, headwise")
+    assert "imports=[my_module]" in err[-1]
+    assert not (tmp_path / "run").exists()
