@@ -824,6 +824,18 @@ def absent_source(given: list[str]) -> str | None:
     return None
 
 
+def composed_mirror(given: list[str]) -> str | None:
+    """paths.data_mirror as the data overrides `given` compose it (``$LINFORMER_DATA_MIRROR``, else ../shared/data,
+    unless they set it), as the sources ``absent_source`` checks name it; None where they do not compose."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        mirror = compose("corpus", given).paths.data_mirror
+    except (ConfigError, OmegaConfBaseException):
+        return None
+    return str(mirror) if mirror else None
+
+
 def _own_config(config_name: str) -> dict:
     import yaml
 

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..configs import absent_source, command_line_gives, composed_option, data_overrides, value_origin
+from ..configs import absent_source, command_line_gives, composed_mirror, composed_option, data_overrides, value_origin
 from ..errors import ConfigError, CorpusError, DiskFullError
 from ..files.atomic import atomic_dir, write_json, written_at
 from ..files.hashing import cache_key, check_inputs_unchanged, file_checksums, file_state, input_states
@@ -58,7 +59,7 @@ from .io import (
     text_changes,
     text_states,
 )
-from .tokenizer import check_sequence_room, encoding_of, load_tokenizer, part_differences, tokenizer_hash
+from .tokenizer import brief_differences, check_sequence_room, encoding_of, load_tokenizer, tokenizer_hash
 from .unigram import corpus_perplexities
 from .workers import children_die_with_parent
 
@@ -635,25 +636,42 @@ def check_tokenizer_settings(tokenizer_dir: str, data: Mapping, group: str | Non
                               "prepare its corpus again")
 
 
-def unprepared_corpus(out_dir: str) -> CorpusError:
+def unprepared_corpus(out_dir: str, absent_tokenizer: str | None = None) -> CorpusError:
     """The error of a run whose corpus `out_dir` is not there, or not complete (``read_manifest`` is None): in a
-    command, naming the prepare_corpus command of its data settings (``configs.data_overrides``), one to paste."""
+    command, naming the prepare_corpus command of its data settings (``configs.data_overrides``), one to paste, and
+    before it the train_tokenizer command where the run's tokenizer is not there either (`absent_tokenizer`, its
+    folder: prepare_corpus would refuse for it, two refused starts where one line can name both). Where the corpus's sources are not here: the
+    data mirror's setting where they are under it (a clone away from ../shared/data), and the GPU nodes' carry."""
     given = data_overrides(also=("tokenizer_dir",))  # prepare_corpus takes the run's tokenizer_dir= as it is
     if given is None:
         how = ("with the data= and paths overrides of this run: prepare_corpus(**CorpusSpec.read(compose('corpus', "
                "[...])).arguments()), or `" + script_command("prepare_corpus") + " ...` in a shell")
     else:
         absent = absent_source(given)
-        if absent is not None:  # a GPU node: its data travels with the call, and nothing here prepares this one
+        if absent is not None:
+            mirror = composed_mirror(given)
+            where = (f"give the folder that holds the data mirror as paths.data_mirror= or $LINFORMER_DATA_MIRROR "
+                     f"(now {mirror}) and prepare it, `{script_command('prepare_corpus', *given, 'paths.data_mirror=DIR')}`;"
+                     " on a GPU node, " if mirror and _under(absent, mirror) else "")
             return CorpusError(
                 f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}), and its source {absent} is "
-                f"not here to prepare it from: carry the corpus with the command, its sources packed here "
+                f"not here to prepare it from: {where}carry the corpus with the command, its sources packed here "
                 f"(`{script_command('gpu_carry', 'pack', 'TARGET', '--dest', '.carry')}`, TARGET the gpu.py target "
                 f"that runs this) or the prepared {out_dir} itself (docs/gpu/README.md)")
         at = [f"out_dir={out_dir}"] if command_line_gives("corpus_dir") else []
         how = f"`{script_command('prepare_corpus', *given, *at)}`"
+        if absent_tokenizer is not None:
+            # train_tokenizer takes the data settings (its folder: out_dir=, where this command names one)
+            train = [o for o in given if o.lstrip("+~").split("=", 1)[0] != "tokenizer_dir"]
+            tok_at = [f"out_dir={absent_tokenizer}"] if command_line_gives("tokenizer_dir") else []
+            how = (f"after its tokenizer {absent_tokenizer}, which is not there either: "
+                   f"`{script_command('train_tokenizer', *train, *tok_at)}`, then {how}")
     return CorpusError(f"{out_dir} is not a complete prepared corpus (no complete {MANIFEST}): prepare it first, "
                        f"{how}")
+
+
+def _under(path: str, folder: str) -> bool:
+    return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
 
 
 def read_manifest(out_dir: str) -> dict | None:
@@ -1001,9 +1019,9 @@ def check_corpus_tokenizer(out_dir: str, tokenizer_dir: str) -> None:
         return
     used = manifest.get("settings", {}).get("tokenizer_dir")
     ours = load_tokenizer(tokenizer_dir)
-    again = f"(it was prepared with {used}): prepare the corpus again with tokenizer_dir={tokenizer_dir}"
+    again = f"(it was prepared with {used}): {_mismatch_fix(out_dir, tokenizer_dir, used)}"
     if manifest.get("encoding") is not None:
-        differences = part_differences(manifest["encoding"], encoding_of(ours))
+        differences = brief_differences(manifest["encoding"], encoding_of(ours))
         if differences:
             raise CorpusError(f"tokenizer/corpus mismatch: {tokenizer_dir} encodes text otherwise than the tokenizer "
                               f"corpus {out_dir} was tokenized with ({'; '.join(differences)}) {again}")
@@ -1012,7 +1030,29 @@ def check_corpus_tokenizer(out_dir: str, tokenizer_dir: str) -> None:
         raise CorpusError(
             f"tokenizer/corpus mismatch: corpus {out_dir} was tokenized with a vocabulary that differs from "
             f"{tokenizer_dir}'s now ({len(ours):,} tokens; it was prepared with {used}, which has changed or differs "
-            f"since): prepare the corpus again with tokenizer_dir={tokenizer_dir}")
+            f"since): {_mismatch_fix(out_dir, tokenizer_dir, used)}")
+
+
+def _mismatch_fix(out_dir: str, tokenizer_dir: str, used: str | None) -> str:
+    """What a command does whose tokenizer is not the one corpus `out_dir` was tokenized with (`used`): where it is
+    that tokenizer's folder, trained again since, prepare the corpus again; where it is another tokenizer, a corpus
+    of its own under a data.name of its own (the prepare_corpus command with this command's data settings, and the
+    two settings this command then takes): preparing `out_dir` again would be refused as another output, or with
+    overwrite=true replace the corpus the other tokenizer's runs read."""
+    given = data_overrides(also=("tokenizer_dir",))
+    if used is not None and os.path.realpath(used) == os.path.realpath(tokenizer_dir):
+        return f"prepare the corpus again with tokenizer_dir={hydra_value(tokenizer_dir)}"
+    typed = next((o.split("=", 1)[1] for o in given or () if o.split("=", 1)[0] == "tokenizer_dir"), None)
+    tokenizer = typed if typed is not None else hydra_value(tokenizer_dir)  # a typed value as typed: Hydra's syntax
+    name = re.sub(r"[^\w.-]+", "_", f"{Path(out_dir).name}_{Path(tokenizer.strip(chr(39))).name}")
+    own = [f"data.name={name}", f"tokenizer_dir={tokenizer}"]
+    rest = [o for o in given or () if o.lstrip("+~").split("=", 1)[0] not in ("data.name", "tokenizer_dir")]
+    here = own
+    if command_line_gives("corpus_dir"):  # the corpus is where the command says, not under data.name
+        folder = hydra_value(str(Path(out_dir).parent / name))
+        own, here = [*own, f"out_dir={folder}"], [f"corpus_dir={folder}", own[1]]
+    return (f"give it a corpus of its own, `{script_command('prepare_corpus', *rest, *own)}`, then "
+            f"{' '.join(here)} here too")
 
 
 def _recorded_vocabulary(manifest: Mapping, out_dir: str, tokenizer_dir: str) -> str | None:

@@ -566,9 +566,10 @@ def _alike(a, b, key: str = "") -> bool:
     return a == b or (a in switch and b in switch) or (key in _SWITCHES and {type(a), type(b)} <= {str, type(None)})
 
 
-def _rebuilt_part(part: str, saved, loaded) -> str:
+def _rebuilt_part(part: str, saved, loaded, width: int | None = None) -> str:
     """How a part of a loaded tokenizer differs from its tokenizer.json's, in words: its kind where that differs
-    (model WordPiece against BPE), else ``part_differences``' words, cut short."""
+    (model WordPiece against BPE), else ``part_differences``' words, cut short; with `width`, words longer than it
+    are the part's name alone ("added_tokens differ")."""
     kinds = [(value or {}).get("type", "none") if isinstance(value, dict) or value is None else None
              for value in (saved, loaded)]
     if None not in kinds and kinds[0] != kinds[1]:
@@ -577,7 +578,20 @@ def _rebuilt_part(part: str, saved, loaded) -> str:
         differ = [k for k in saved.keys() | loaded.keys() if not _alike(saved.get(k), loaded.get(k), k)]
         saved, loaded = ({k: v for k, v in d.items() if k in differ} for d in (saved, loaded))
     words = part_differences({part: saved}, {part: loaded})[0]
+    if width is not None:
+        sizes = re.sub(r", sha256 [0-9a-f]+", "", words)  # recorded vocabularies of other sizes: the sizes say it
+        words = sizes if sizes.count(" against ") == 1 and len(set(sizes.split(": ", 1)[-1].split(" against "))) == 2 \
+            else words
+        return words if len(words) <= width else f"{part} differ" + ("" if part.endswith("s") else "s")
     return words if len(words) <= 160 else words[:157] + "..."
+
+
+def brief_differences(a: dict, b: dict, width: int = 60) -> list[str]:
+    """``part_differences`` short enough for one error line: each part that differs by its kind where that differs
+    (pre_tokenizer BertPreTokenizer against ByteLevel), else by its words where they fit in `width` characters, else
+    by its name (a whole tokenizer of another family differs in every part)."""
+    return [_rebuilt_part(part, a.get(part), b.get(part), width) for part in dict.fromkeys([*a, *b])
+            if a.get(part) != b.get(part)]
 
 
 def _loads_as_saved(folder: Path) -> bool:

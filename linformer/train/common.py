@@ -25,10 +25,12 @@ from transformers import get_polynomial_decay_schedule_with_warmup
 from ..data.corpus import read_manifest, unprepared_corpus
 from ..data.task_readers import check_task_dir, task_files
 from ..data.tasks import get_task
+from ..data.tokenizer import TOKENIZER_FILES
 from ..errors import ConfigError, first_line
 from ..files.hashing import cache_key, short_digest
 from ..files.mappings import flatten, read_yaml
 from ..modeling.convert import is_projection_weight
+from ..modeling.loading import resolve_tokenizer_dir
 from ..modeling.values import projects_keys
 from ..runconfig.settings import LoggerSettings, OptimSettings, TrainerSettings, check_warmup
 from ..rundir import HYDRA_SWEEP_RECORD
@@ -353,6 +355,15 @@ def _flatten(config: Mapping) -> dict[str, Any]:
     return {k.replace(".", "/"): v if isinstance(v, scalar) or v is None else str(v) for k, v in flatten(config).items()}
 
 
+def absent_tokenizer(tokenizer_dir: str | None) -> str | None:
+    """The folder `tokenizer_dir` names where it holds no tokenizer (a fresh clone's, before train_tokenizer), else
+    None: a packaged model's name or a hub name is read where it is used, and said there."""
+    if tokenizer_dir is None:
+        return None
+    folder = Path(resolve_tokenizer_dir(tokenizer_dir, check=False))
+    return str(folder) if folder.is_absolute() and not any((folder / f).is_file() for f in TOKENIZER_FILES) else None
+
+
 def data_identity(spec) -> dict[str, str]:
     """What a run trains on, beyond its config's paths (which are operational: data may move): the prepared
     corpus's cache key (its sources' contents, tokenizer and packing) as ``corpus_cache_key``, and a task's data
@@ -366,7 +377,7 @@ def data_identity(spec) -> dict[str, str]:
     if corpus:
         manifest = read_manifest(corpus)
         if manifest is None:
-            raise unprepared_corpus(corpus)
+            raise unprepared_corpus(corpus, absent_tokenizer(getattr(spec, "tokenizer_dir", None)))
         if manifest.get("cache_key"):
             out["corpus_cache_key"] = manifest["cache_key"]
     task = getattr(spec, "task", None)

@@ -290,12 +290,31 @@ def test_interrupted_run_leaves_nothing_complete(tmp_path, corpus_file, tok_dir,
 
 
 def test_tokenizer_mismatch(prepared, corpus_file, tmp_path):
-    out, _ = prepared
+    """Another tokenizer than the corpus's is told to give itself a corpus of its own, under a data.name of its own:
+    the fix it was given, preparing this corpus again with it, is refused as another output (or with overwrite=true
+    replaces the corpus the other tokenizer's runs read). Its own folder trained again is told to prepare again."""
+    out, m = prepared
     other = train_tokenizer([str(corpus_file)], str(tmp_path / "other"), vocab_size=280, min_frequency=1,
                             show_progress=False)
-    with pytest.raises(CorpusError, match=f"tokenizer/corpus mismatch: {other} encodes text otherwise than the "
-                                          f"tokenizer corpus {out} was tokenized with \\(the vocabulary: 280 entries"):
+    with pytest.raises(CorpusError) as refused:
         load_prepared(str(out), other)
+    said = str(refused.value)
+    assert said.startswith(f"tokenizer/corpus mismatch: {other} encodes text otherwise than the tokenizer corpus {out} "
+                           f"was tokenized with (the vocabulary: 280 entries against ")
+    assert "sha256" not in said and "prepare the corpus again" not in said
+    assert said.endswith(f"give it a corpus of its own, `python scripts/prepare_corpus.py data.name={out.name}_other "
+                         f"tokenizer_dir={other}`, then data.name={out.name}_other tokenizer_dir={other} here too")
+    retrained = tmp_path / "retrained"
+    shutil.copytree(m["settings"]["tokenizer_dir"], retrained)
+    shutil.copy(Path(other) / "tokenizer.json", retrained / "tokenizer.json")
+    moved = json.loads((out / "manifest.json").read_text())
+    moved["settings"]["tokenizer_dir"] = str(retrained)
+    (out / "manifest.json").write_text(json.dumps(moved))
+    try:
+        with pytest.raises(CorpusError, match=f"prepare the corpus again with tokenizer_dir={retrained}$"):
+            load_prepared(str(out), str(retrained))
+    finally:
+        (out / "manifest.json").write_text(json.dumps(m))
 
 
 def test_a_tokenizer_that_normalises_otherwise_is_refused_naming_the_difference(prepared, tmp_path):
@@ -315,8 +334,8 @@ def test_a_tokenizer_that_normalises_otherwise_is_refused_naming_the_difference(
     lowercase = AutoTokenizer.from_pretrained(tmp_path / "other")
     assert lowercase.get_vocab() == tok.get_vocab() and vocabulary_sha256(lowercase) == vocabulary_sha256(tok)
     assert lowercase("Hello")["input_ids"] != tok("Hello")["input_ids"]
-    with pytest.raises(CorpusError, match=r"encodes text otherwise .*\(normalizer .*Lowercase.*\) "
-                                          r"\(it was prepared with .*\): prepare the corpus again"):
+    with pytest.raises(CorpusError, match=r"encodes text otherwise .*\(normalizer Lowercase against none\) "
+                                          r"\(it was prepared with .*\): give it a corpus of its own"):
         load_prepared(str(out), str(tmp_path / "other"))
     # a corpus whose manifest recorded only the vocabulary is checked by it alone, as when it was prepared
     manifest = json.loads((out / "manifest.json").read_text())
@@ -1479,7 +1498,8 @@ def test_a_missing_corpus_or_tokenizer_names_the_command_of_this_command_s_data_
 def test_an_unprepared_corpus_whose_source_is_absent_says_to_carry_it_not_to_prepare_it(tmp_path):
     """On a GPU node the corpus sources are not there: the refusal of a corpus that is not prepared says to carry it
     (gpu_carry.py pack, or the prepared folder), naming the folder and the source, not a prepare_corpus command that
-    would fail for want of its source."""
+    would fail for want of its source; off one (a clone away from ../shared/data), the mirror's setting, with the
+    prepare_corpus command that sets it."""
     from hydra.core.hydra_config import HydraConfig
 
     from linformer.configs import compose
@@ -1493,7 +1513,9 @@ def test_an_unprepared_corpus_whose_source_is_absent_says_to_carry_it_not_to_pre
     finally:
         HydraConfig.instance().cfg = None
     assert "scripts/gpu_carry.py pack TARGET" in said and f"the prepared {corpus} itself" in said
-    assert str(mirror) in said and "prepare_corpus" not in said
+    assert str(mirror) in said and "paths.data_mirror= or $LINFORMER_DATA_MIRROR" in said
+    commands = re.findall(r"`(python \S*prepare_corpus\.py [^`]*)`", said)
+    assert commands and all(c.endswith(" paths.data_mirror=DIR") for c in commands) and said.count("prepare_corpus") == 1
 
 
 def test_a_manifest_that_predates_the_context_free_perplexity_gets_it_when_the_corpus_is_reused(

@@ -1131,3 +1131,74 @@ def test_a_checkpoint_of_an_untied_head_with_two_biases_is_refused_naming_the_ex
     assert torch.equal(model.lm_head.decoder.bias, saved["lm_head.decoder.bias"])
     assert model.lm_head.bias is model.lm_head.decoder.bias
     pretrain(compose_pretrain(tiny_data, f"init_from={done['out']}", "trainer.max_steps=3"), tmp_path / "new")
+
+
+def test_a_tokenizer_other_than_the_corpus_s_is_told_to_give_itself_a_corpus_of_its_own(tiny_data, tmp_path,
+                                                                                       monkeypatch, capsys):
+    """One line naming what differs, no JSON dumps (MiniLM's tokenizer on the BPE corpus printed 1,700 characters),
+    and a fix that prepare_corpus takes: the corpus of its own where this command reads it (here its corpus_dir=),
+    the command's data group and the tokenizer as typed. It said to prepare the same corpus again with the other
+    tokenizer, which prepare_corpus refused as another output (overwrite=true would replace it for its own runs)."""
+    from linformer.configs import compose
+    from linformer.data import train_tokenizer
+    from tests.conftest import run_script
+
+    from .conftest import _synthetic_corpus
+
+    text = _synthetic_corpus(tmp_path / "text.txt", docs=20)
+    other = train_tokenizer([str(text)], str(tmp_path / "other"), vocab_size=280, min_frequency=1, show_progress=False)
+    argv = [a for a in _script_args(tiny_data, tmp_path / "run")[2:] if not a.startswith("tokenizer_dir=")]
+    assert run_script("pretrain", [*argv, f"tokenizer_dir={other}"], monkeypatch) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert "{" not in line and "sha256" not in line, line  # no serialised part, no digest
+    assert "(the vocabulary: 280 entries against 300 entries) " in line
+    prepare, here = re.fullmatch(r".*give it a corpus of its own, `python \S+prepare_corpus\.py (.*)`, then (.*) here "
+                                 r"too", line).groups()
+    own = str(Path(tiny_data["corpus_dir"]).parent / "corpus_other")
+    assert prepare.split() == ["data=mirror_slice", "data.name=corpus_other", f"tokenizer_dir={other}",
+                               f"out_dir={own}"]
+    assert compose("corpus", prepare.split()).out_dir == own
+    assert compose_pretrain(tiny_data, *here.split()).corpus_dir == own
+
+
+def _refusal(tiny_data, tmp_path, monkeypatch, capsys, *overrides):
+    """The error line of scripts/pretrain.py on the tiny config, its corpus_dir (and tokenizer_dir) replaced."""
+    from tests.conftest import run_script
+
+    keys = {o.split("=", 1)[0] for o in overrides}
+    argv = [a for a in _script_args(tiny_data, tmp_path / "run")[2:] if a.split("=", 1)[0] not in keys]
+    assert run_script("pretrain", [*argv, *overrides], monkeypatch) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    return line
+
+
+def test_a_corpus_whose_mirror_is_elsewhere_is_told_where_the_mirror_is_set(tiny_data, tmp_path, monkeypatch,
+                                                                            capsys):
+    """A clone away from ../shared/data was told only to carry the corpus to a GPU node (gpu_carry pack)."""
+    mirror = tmp_path / "no_mirror"
+    line = _refusal(tiny_data, tmp_path, monkeypatch, capsys, f"corpus_dir={tmp_path / 'corpus'}",
+                    f"paths.data_mirror={mirror}")
+    assert f"and its source {mirror}/pretrain/" in line
+    assert (f"give the folder that holds the data mirror as paths.data_mirror= or $LINFORMER_DATA_MIRROR (now {mirror})"
+            in line)
+    assert "prepare_corpus.py data=mirror_slice" in line and "paths.data_mirror=DIR`; on a GPU node, carry" in line
+
+
+def test_a_missing_corpus_and_tokenizer_are_named_in_one_refusal(tiny_data, tmp_path, monkeypatch, capsys):
+    """pretrain named the missing corpus; its prepare_corpus command then named the missing tokenizer: two refused
+    starts (20 s each on shared cores) before the two commands that set a fresh clone up."""
+    from linformer.configs import compose
+
+    mirror = tmp_path / "mirror"
+    (mirror / "pretrain" / "wikipedia").mkdir(parents=True)
+    (mirror / "pretrain" / "wikipedia" / "enwiki_extracted.txt.gz").write_bytes(b"")  # there: nothing read here
+    corpus, tokenizer = tmp_path / "corpus", tmp_path / "tokenizer"
+    line = _refusal(tiny_data, tmp_path, monkeypatch, capsys, f"corpus_dir={corpus}", f"tokenizer_dir={tokenizer}",
+                    f"paths.data_mirror={mirror}")
+    train, prepare = re.fullmatch(r".*after its tokenizer \S+, which is not there either: `python \S+train_tokenizer\.py "
+                                  r"(.*)`, then `python \S+prepare_corpus\.py (.*)`", line).groups()
+    assert train.split() == ["data=mirror_slice", f"paths.data_mirror={mirror}", f"out_dir={tokenizer}"]
+    assert compose("tokenizer", train.split()).out_dir == str(tokenizer)  # both paste: every key is theirs
+    assert compose("corpus", prepare.split()).tokenizer_dir == str(tokenizer)
+    assert prepare.split() == ["data=mirror_slice", f"tokenizer_dir={tokenizer}", f"paths.data_mirror={mirror}",
+                               f"out_dir={corpus}"]
