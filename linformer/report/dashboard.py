@@ -4,8 +4,8 @@ Most runs log only metrics.jsonl (`logger=none` is the default), so the dashboar
 tracker: `mirror_all` writes `<logdir>/<stage>/<run>/` event files from each `outputs/<stage>/<run>/metrics.jsonl`.
 Mirroring is incremental and idempotent: a small state file remembers the byte offset of metrics.jsonl mirrored
 so far, its last line, and the file's size and mtime at that pass; a file whose size and mtime did not change is not
-opened, and only the complete lines past the offset are read and appended to the run's one event file (TensorBoard
-reads what a file gains). A metrics.jsonl whose mirrored rows changed (a run started over, or resumed from an
+opened, and only the complete lines past the offset are read and appended to the run's metrics event file
+(TensorBoard reads what a file gains). A metrics.jsonl whose mirrored rows changed (a run started over, or resumed from an
 earlier checkpoint: its last mirrored line no longer ends at the offset) is mirrored again from scratch. A pass
 stopped (Ctrl-C, SIGTERM) or failing half-way removes the run's mirror; the state says a pass is writing before its
 first event does, so one killed outright (SIGKILL) leaves a state from which the next pass mirrors that run again from
@@ -27,16 +27,21 @@ stage, status (run.json: running, complete, failed, stopped, killed), attention,
 the settings in which the mirrored runs of its stage differ (``compare.differing_settings``: data.max_train_examples,
 validation_fraction, trainer.epochs, ... as compare_runs' table names them; blank where a run leaves one unset),
 which the run's `config` text also gives. A run's stage is its record's (run.json), never the folder under --outputs,
-so the runs of one stage overlay whatever folder is served; a run whose status changes (it ends, or starts again), or
-whose differing settings change (a sweep's run added or removed), is mirrored again, so the summary on disk never
-is a stale one. A TensorBoard already serving keeps the HPARAMS session it read first for a run (it reads a run's
-session summary once, whatever file replaces it); one started afterwards (the dashboard started again) shows the new.
+so the runs of one stage overlay whatever folder is served. That summary (the config text and the HPARAMS session)
+is a small event file of its own beside the metrics event file, named to sort before it: a run whose status changes
+(it ends, or starts again), or whose differing settings change (a sweep's run added or removed), gets a new summary
+file in place of the old, its metrics event file and offset kept, so the summary on disk is never a stale one and a
+change costs one small file a run, not every row again. TensorBoard is started with --reload_multifile=true: its
+legacy loader (--load_fast=false) otherwise follows only a run's last file by name; its data server reads every
+file. A TensorBoard already serving keeps the HPARAMS session it read first for a run (it reads a run's session
+summary once, whatever file replaces it); one started afterwards (the dashboard started again) shows the new.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import logging
 import math
@@ -53,7 +58,7 @@ from pathlib import Path
 from ..cli import run_from_a_script
 from ..data.workers import dies_with_this_process
 from ..errors import ConfigError, DataError
-from ..files.atomic import write_json
+from ..files.atomic import atomic_write, write_json
 from ..files.hashing import file_state
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by
@@ -80,7 +85,11 @@ from .compare import differing_settings
 log = logging.getLogger(__name__)
 
 STATE = ".mirror.json"
-VERSION = 7   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
+VERSION = 8   # of the tag scheme and state file: a mirror written with another version is rewritten from scratch
+# A run's mirror is two event files of one stem: <stem>.metrics, appended to pass after pass, and
+# <stem>.config-<n>, its summary, replaced whole when the run's status or differing settings change
+METRICS_SUFFIX, SUMMARY_SUFFIX = "metrics", "config"
+SUMMARY_STAGING = ".summary.staging"  # a new summary is written whole here, out of TensorBoard's view, then renamed
 TRAIN_KEYS = {"loss", "ppl", "lr", "grad_norm", "epoch", "tokens"}
 PERF_KEYS = {"tokens_per_s", "tokens_per_s_avg", "mfu_percent"}
 # Identity keys whose values Run.key_config shows already, under its own names: a run's summary lists them once
@@ -164,11 +173,12 @@ def _write_hparams(records, run: Run, walltime: float, settings: Sequence[str] =
 
 def mirror_run(run_dir: str | Path, out_dir: str | Path, settings: Sequence[str] = ()) -> int:
     """Mirror the rows of run_dir/metrics.jsonl not yet mirrored into the run's event file under out_dir; its
-    summary (the config text, the HPARAMS session) names its values of `settings` too (identity keys, as
-    ``mirror_all`` gives the settings in which the mirrored runs differ).
+    summary (the config text, the HPARAMS session, in a small event file of its own) names its values of `settings`
+    too (identity keys, as ``mirror_all`` gives the settings in which the mirrored runs differ).
 
     Only the bytes appended since the last pass are read (the state's `offset`); a file whose size and mtime did
-    not change is not opened. Returns the number of rows written (0 when nothing changed: calling it again is a
+    not change is not opened. A run whose status or differing settings changed gets a new summary file; its rows
+    are not written again. Returns the number of rows written (0 when nothing changed: calling it again is a
     no-op)."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     src = run_dir / METRICS
@@ -181,14 +191,7 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, settings: Sequence[str]
     if state and not _continues(state, src):
         log.info("%s was rewritten, moved or mirrored by another version: mirroring it again", src)
         state = _forget(out_dir)
-    if state and state.get("status") != status:  # the run ended, or started again: its summary must say so
-        log.info("%s is %s now: mirroring it again", run_dir, status)
-        state = _forget(out_dir)
     settings = list(settings)
-    if state and state.get("settings", []) != settings:  # a sweep's run added or removed: its summary must say so
-        log.info("the settings the runs differ in are %s now: mirroring %s again", ", ".join(settings) or "none",
-                 run_dir)
-        state = _forget(out_dir)
     run: Run | None = None if state else load_run(run_dir, rows=False)  # once, on a run's first mirror
     stage = state["stage"] if state else run.stage
     reported = reported_tags(run_dir, stage)
@@ -196,20 +199,23 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, settings: Sequence[str]
         log.info("%s changed: mirroring %s again", run_dir / RESULTS, run_dir)
         state = _forget(out_dir)
     add_reported = reported is not None and state.get("reported") != reported
+    # the run ended or started again, or a sweep's run was added or removed: its summary must say so
+    new_summary = not state or state.get("status") != status or state.get("settings") != settings
     seen = _file_stamp(src)
-    if state and state.get("seen") == seen and not add_reported:  # not written since the last pass
+    if state and state.get("seen") == seen and not add_reported and not new_summary:  # nothing changed
         return 0
-    first = not state
-    if first:
-        run = run or load_run(run_dir, rows=False)
-        state = {"version": VERSION, "source": str(src.resolve()), "stage": stage, "status": status,
-                 "base_walltime": _base_walltime(src), "events": _event_file_name(), "offset": 0, "rows": 0,
-                 "settings": settings}
-    _drop_stateless_events(out_dir)
+    if not state:
+        state = {"version": VERSION, "source": str(src.resolve()), "stage": stage,
+                 "base_walltime": _base_walltime(src), "events": _event_file_name(), "offset": 0, "rows": 0}
+    _drop_unnamed_events(out_dir, state)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(state_path, {**state, "writing": True})  # before the first event: see the module doc
     try:
-        written, offset, last = _append_events(src, out_dir, state, run, first, reported if add_reported else None)
+        if new_summary:
+            state = _replace_summary(out_dir, state, run or load_run(run_dir, rows=False), status, settings)
+        if state.get("seen") == seen and not add_reported:  # only the summary changed: the rows are as mirrored
+            return 0
+        write_json(state_path, {**state, "writing": True})  # before the first row's event: see the module doc
+        written, offset, last = _append_events(src, out_dir, state, reported if add_reported else None)
         write_json(state_path, {**state, "rows": int(state["rows"]) + written, "offset": offset, "last": last,
                                 "seen": seen, "reported": reported})
     except BaseException:  # a stop (Ctrl-C, SIGTERM) or a failure mid-pass: no half-written mirror is left
@@ -218,27 +224,51 @@ def mirror_run(run_dir: str | Path, out_dir: str | Path, settings: Sequence[str]
     return written + int(add_reported)
 
 
-def _append_events(src: Path, out_dir: Path, state: dict, run: Run | None, first: bool, reported: dict | None
-                   ) -> tuple[int, int, str | None]:
-    """Append one pass's events to the run's event file: on its first pass the file's header, the config text and
-    the HPARAMS summary; then a point per complete row past the state's offset, and `reported` (``reported_tags``)
-    where given. Returns (rows read, the offset after them, the last of them)."""
+def _replace_summary(out_dir: Path, state: dict, run: Run, status: str, settings: list[str]) -> dict:
+    """Write the run's summary (the config text and the HPARAMS session, naming `status` and its values of
+    `settings`) as a new small event file beside its metrics' one, record it in the state, and remove the summary it
+    replaces; returns the new state. The metrics' event file and its offset are kept: a changed summary costs one
+    small file, not every row again.
+
+    The file is written whole under a name TensorBoard does not read (``atomic_write``), then renamed into view: a
+    TensorBoard reading the folder meanwhile never sees half of it. A pass cut short after the rename leaves a
+    summary file the state does not name, which the next pass removes (``_drop_unnamed_events``), never two."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from torch.utils.tensorboard.summary import text
+
+    base, buffer = float(state["base_walltime"]), io.BytesIO()
+    records = RecordWriter(buffer)
+    _write_event(records, Event(wall_time=time.time(), file_version="brain.Event:2"))
+    _write_event(records, Event(wall_time=base, step=0, summary=text("config", _config_markdown(run, settings))))
+    _write_hparams(records, run, base, settings)
+    count = int(state.get("summaries", 0)) + 1
+    name = _summary_file_name(state["events"], count)
+    atomic_write(out_dir / SUMMARY_STAGING, buffer.getvalue())
+    os.replace(out_dir / SUMMARY_STAGING, out_dir / name)
+    old = state.get("summary")
+    state = {**state, "summary": name, "summaries": count, "status": status, "settings": settings}
+    write_json(out_dir / STATE, state)
+    if old:
+        (out_dir / old).unlink(missing_ok=True)
+    return state
+
+
+def _append_events(src: Path, out_dir: Path, state: dict, reported: dict | None) -> tuple[int, int, str | None]:
+    """Append one pass's events to the run's metrics event file: to a new file its header; then a point per
+    complete row past the state's offset, and `reported` (``reported_tags``) where given. Returns (rows read, the
+    offset after them, the last of them)."""
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.summary.writer.record_writer import RecordWriter
-    from torch.utils.tensorboard.summary import text
 
     base, stage = float(state["base_walltime"]), state["stage"]
     written, offset, last = 0, int(state["offset"]), state.get("last")
     # one event file per mirror of the run, appended to pass after pass (TensorBoard reads what a file gains)
     with (out_dir / state["events"]).open("ab") as f:
         records = RecordWriter(f)
-        if first:
+        if not os.fstat(f.fileno()).st_size:
             _write_event(records, Event(wall_time=time.time(), file_version="brain.Event:2"))
-            settings = state.get("settings", [])
-            _write_event(records, Event(wall_time=base, step=0,
-                                        summary=text("config", _config_markdown(run, settings))))
-            _write_hparams(records, run, base, settings)
         for row, end, line in _appended(src, offset):
             offset, last = end, line
             values = [Summary.Value(tag=tag, simple_value=value) for tag, value in _scalars(row, stage).items()
@@ -269,8 +299,17 @@ def _write_event(records, event) -> None:
 
 
 def _event_file_name() -> str:
-    """A new event file's name: TensorBoard reads the files whose names hold "tfevents", in the order of their names."""
-    return f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.dashboard"
+    """A new metrics event file's name: TensorBoard reads the files whose names hold "tfevents", in the order of their
+    names (``_summary_file_name``)."""
+    return f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{METRICS_SUFFIX}"
+
+
+def _summary_file_name(events: str, count: int) -> str:
+    """The name of a run's `count`-th summary event file beside its metrics event file `events`: the same stem, so
+    that every summary sorts before the metrics file. TensorBoard's legacy loader (--load_fast=false, and where its
+    data server does not run) follows only the last file by name unless --reload_multifile is given, and a summary
+    sorting after the metrics file would stop it reading the rows appended to that file."""
+    return f"{events.removesuffix(METRICS_SUFFIX)}{SUMMARY_SUFFIX}-{count}"
 
 
 def _file_stamp(src: Path) -> list[int] | None:
@@ -312,17 +351,20 @@ def _base_walltime(src: Path) -> float:
     return src.stat().st_mtime - last_time
 
 
-def _drop_stateless_events(out_dir: Path) -> None:
-    """Remove the event files of a folder that has no state (a pass of an earlier version cut short before it wrote
-    one): a first mirror writes every row, and beside them these would be a second copy."""
-    if not (out_dir / STATE).is_file():
-        for f in out_dir.glob("events.out.tfevents.*"):
-            f.unlink()
+def _drop_unnamed_events(out_dir: Path, state: dict) -> None:
+    """Remove the event files of the run's mirror folder that its state does not name: all of them where it has no
+    state (a pass of an earlier version cut short before it wrote one: a first mirror writes every row, and beside
+    them these would be a second copy), a summary a pass cut short renamed into place without recording it, and a
+    summary's staging copy."""
+    named = {state.get("events"), state.get("summary")} if (out_dir / STATE).is_file() else set()
+    for f in [*out_dir.glob("events.out.tfevents.*"), out_dir / SUMMARY_STAGING]:
+        if f.name not in named:
+            f.unlink(missing_ok=True)
 
 
 def _forget(out_dir: Path) -> dict:
     """Remove a run's mirror, to be written again from scratch; returns the empty state. The state goes first: a
-    removal cut short leaves event files without one, which the next pass removes (``_drop_stateless_events``),
+    removal cut short leaves event files without one, which the next pass removes (``_drop_unnamed_events``),
     never a state whose events are gone."""
     with contextlib.suppress(OSError):  # a state that is no file (a folder in its place) goes with the rest
         (out_dir / STATE).unlink(missing_ok=True)
@@ -502,7 +544,13 @@ def wait_until_up(url: str, timeout: float = 60.0, proc: subprocess.Popen | None
 
 def tensorboard_command(logdir: str | Path, host: str, port: int, extra: list[str] | None = None) -> list[str]:
     return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", host, "--port", str(port),
-            "--reload_interval", "5", *(extra or [])]
+            "--reload_interval", "5", *MULTIFILE, *(extra or [])]
+
+
+# TensorBoard's legacy loader (--load_fast=false, or where its data server does not run) reads only a run's last
+# event file by name (directory_watcher.DirectoryWatcher); with these flags it polls each of a run's files
+# (directory_loader.DirectoryLoader), a replaced summary included, while the file's newest event is under a day old
+MULTIFILE = ("--reload_multifile", "true")
 
 
 def serve(outputs: str | Path, logdir: str | Path | None = None, host: str = "127.0.0.1",

@@ -43,13 +43,13 @@ def test_mirror_incremental_and_idempotent(tmp_path, make_run):
     out = tmp_path / "tb" / "pretrain" / "a"
     assert mirror_run(run, out) == 3
     assert mirror_run(run, out) == 0                       # nothing new: nothing written
-    n_files = len(list(out.glob("events.out.tfevents.*")))
+    files = sorted(out.glob("events.out.tfevents.*"))
     with (run / "metrics.jsonl").open("a") as f:
         f.write(json.dumps({"step": 4, "time": 2.0, "loss": 6.0, "val_loss": 5.5}) + "\n")
         f.write('{"step": 5, "time": 2.5, "lo')           # a line still being written
     assert mirror_run(run, out) == 1
     assert mirror_run(run, out) == 0
-    assert n_files == 1 and len(list(out.glob("events.out.tfevents.*"))) == 1  # appended to, not one per pass
+    assert len(files) == 2 and sorted(out.glob("events.out.tfevents.*")) == files  # appended to, not one per pass
     s = _scalars(out)
     assert s["train/loss"] == [(1, 9.0), (2, 8.0), (3, 7.0), (4, 6.0)]
     assert s["val/loss"] == [(4, 5.5)]
@@ -81,7 +81,7 @@ def test_a_pass_reads_only_what_was_appended_and_skips_an_unchanged_file(tmp_pat
     with (run / "metrics.jsonl").open("a") as f:
         f.write(json.dumps({"step": 101, "time": 101, "loss": 0.5}) + "\n")
     assert mirror_run(run, out) == 1 and reads == [size]
-    assert len(list(out.glob("events.out.tfevents.*"))) == 1
+    assert len(list(out.glob("events.out.tfevents.*"))) == 2  # its summary's and its metrics' event files
     assert [s for s, _ in _scalars(out)["train/loss"]] == list(range(1, 102))
 
 
@@ -218,7 +218,7 @@ def test_the_outputs_own_mirror_is_its_own_after_the_outputs_folder_moved(tmp_pa
     moved.parent.mkdir()
     shutil.move(outputs, moved)
     assert mirror_all(moved) == {"pretrain/a": 1}  # its runs' files moved: mirrored once more, in place of before
-    assert len(list((moved / ".dashboard" / "pretrain" / "a").glob("events.out.tfevents.*"))) == 1
+    assert len(list((moved / ".dashboard" / "pretrain" / "a").glob("events.out.tfevents.*"))) == 2
     assert json.loads((moved / ".dashboard" / "manifest.json").read_text())["settings"]["outputs"] == str(moved)
     with pytest.raises(OutputPathError, match="other settings"):
         mirror_all(tmp_path / "new", moved / ".dashboard")
@@ -386,7 +386,7 @@ def test_the_run_s_status_and_settings_are_in_its_summary_and_follow_the_run(tmp
     assert "| status | killed |" in text and "| lr | 1e+30 |" in text and "| seed | 0 |" in text
     assert hparams["status"] == "killed" and hparams["lr"] == 1e30 and hparams["batch_size"] == 8
     _record(run, status="failed", error="TrainingDiverged: 2 consecutive non-finite losses at step 4")
-    assert mirror_run(run, out) == 1  # mirrored again, with its new status
+    assert mirror_run(run, out) == 0  # no new row: its summary is replaced, with its new status
     text, hparams = _text_and_hparams(out)
     assert "| status | failed (TrainingDiverged: 2 consecutive non-finite losses at step 4) |" in text
     assert hparams["status"] == "failed" and _scalars(out)["train/loss"] == [(1, 1.0)]
@@ -647,16 +647,17 @@ def test_hparams_name_what_two_sweeps_varied_and_the_value_that_chose_each_model
 
     third = _finetune_run(outputs, "multirun3/a", 0.5, 0.5, max_train_examples=100, subset_seed=0,
                           validation_fraction=0.2, **{"trainer.epochs": 3})
-    assert mirror_all(outputs) == {f"finetune/multirun{n}/a": 5 for n in ("", "2", "3")}  # rows + scores
+    # the new run's rows and scores; the others' summaries only
+    assert mirror_all(outputs) == {"finetune/multirun/a": 0, "finetune/multirun2/a": 0, "finetune/multirun3/a": 5}
     _, a = _text_and_hparams(tb / "multirun" / "a")
     _, c = _text_and_hparams(tb / "multirun3" / "a")
     assert (a["validation_fraction"], a["trainer.epochs"], c["validation_fraction"], c["trainer.epochs"]) == (
         0.1, 2, 0.2, 3)
-    assert len(list((tb / "multirun" / "a").glob("events.out.tfevents.*"))) == 1
+    assert len(list((tb / "multirun" / "a").glob("events.out.tfevents.*"))) == 2
     import shutil
 
     shutil.rmtree(third)
-    assert mirror_all(outputs) == {"finetune/multirun/a": 5, "finetune/multirun2/a": 5}
+    assert mirror_all(outputs) == {"finetune/multirun/a": 0, "finetune/multirun2/a": 0}
     assert "validation_fraction" not in _text_and_hparams(tb / "multirun" / "a")[1]
 
 
@@ -761,3 +762,111 @@ def test_mirroring_many_runs_says_how_far_it_is_in_a_log_file(tmp_path, make_run
     mirror_all(outputs, tmp_path / "tb", strict=True)
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dashboard: mirroring")]
     assert said == ["dashboard: mirroring: 1 of 3 runs (31 s)", "dashboard: mirroring: 2 of 3 runs (62 s)"]
+
+
+def _files_and_state(out):
+    """{event file name: its bytes} of a run's mirror folder, and its state."""
+    return ({f.name: f.read_bytes() for f in out.glob("events.out.tfevents.*")},
+            json.loads((out / ".mirror.json").read_text()))
+
+
+def _summary_only_replaced(before, after):
+    """Whether a pass replaced the run's summary event file and nothing else: the metrics event file byte for byte,
+    the offset and rows mirrored as they were, one summary file, under a new name."""
+    (files, state), (files2, state2) = before, after
+    metrics = state["events"]
+    return (state2["events"] == metrics and files2[metrics] == files[metrics]
+            and (state2["offset"], state2["rows"]) == (state["offset"], state["rows"])
+            and set(files2) == {metrics, state2["summary"]} and state2["summary"] != state["summary"]
+            and state2["summary"] < metrics)  # sorts first: a latest-file loader goes on following the metrics
+
+
+def _each_point_once(out, rows, loss="train/loss"):
+    """Whether the event files in `out` hold each of the run's `rows` loss points once, and no point twice."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    points = [(v.tag, event.step) for f in out.glob("events.out.tfevents.*") for event in EventFileLoader(str(f)).Load()
+              for v in event.summary.value]
+    return len(points) == len(set(points)) and sorted(s for tag, s in points if tag == loss) == list(range(1, rows + 1))
+
+
+def test_a_settings_change_replaces_only_each_run_s_summary_not_its_rows(tmp_path):
+    """A sweep's run added or removed changed the settings the runs differ in, and every run's whole mirror was
+    forgotten and written again (6 million rows, 6 minutes for 300 runs): only each run's small summary file is
+    replaced; its metrics event file and offset are kept, and TensorBoard reads each row once and the new summary."""
+    import shutil
+
+    outputs = tmp_path / "outputs"
+    _finetune_run(outputs, "multirun/a", 0.875, 0.75, max_train_examples=100, validation_fraction=0.1)
+    _finetune_run(outputs, "multirun2/a", 0.625, 0.5, max_train_examples=200, validation_fraction=0.1)
+    mirror_all(outputs)
+    out = outputs / ".dashboard" / "finetune" / "multirun" / "a"
+    before = _files_and_state(out)
+    third = _finetune_run(outputs, "multirun3/a", 0.5, 0.5, max_train_examples=100, validation_fraction=0.2)
+    assert mirror_all(outputs)["finetune/multirun/a"] == 0
+    after = _files_and_state(out)
+    assert _summary_only_replaced(before, after)
+    text, hparams = _text_and_hparams(out)
+    assert "| validation_fraction | 0.1 |" in text and hparams["validation_fraction"] == 0.1
+    assert _each_point_once(out, 4, "finetune/loss") and _scalars(out)["eval/accuracy"] == [(4, pytest.approx(0.8))]
+    shutil.rmtree(third)
+    assert mirror_all(outputs)["finetune/multirun/a"] == 0
+    assert _summary_only_replaced(after, _files_and_state(out))
+    assert "validation_fraction" not in _text_and_hparams(out)[1] and _each_point_once(out, 4, "finetune/loss")
+
+
+def test_a_status_change_replaces_only_the_run_s_summary_and_later_rows_are_appended(tmp_path, make_run):
+    """A run that ended (or started again) was mirrored again from scratch for its new status: its summary file is
+    replaced, its rows kept, and the rows it gains after are appended to the same metrics event file."""
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": s, "time": s, "loss": 1.0} for s in (1, 2, 3)])
+    _record(run, status="running")  # no process holds it: killed
+    out = tmp_path / "tb"
+    assert mirror_run(run, out) == 3
+    before = _files_and_state(out)
+    _record(run, status="complete")
+    assert mirror_run(run, out) == 0 and mirror_run(run, out) == 0
+    after = _files_and_state(out)
+    assert _summary_only_replaced(before, after)
+    assert _text_and_hparams(out)[1]["status"] == "complete" and _each_point_once(out, 3)
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 4, "time": 4, "loss": 1.0}) + "\n")
+    _record(run, status="failed")
+    assert mirror_run(run, out) == 1
+    files, state = _files_and_state(out)
+    assert files[state["events"]].startswith(after[0][state["events"]]) and set(files) == {state["events"],
+                                                                                         state["summary"]}
+    assert _text_and_hparams(out)[1]["status"].startswith("failed") and _each_point_once(out, 4)
+
+
+@pytest.mark.parametrize("multifile", [True, False], ids=["as the dashboard starts it", "a latest-file loader"])
+def test_a_serving_tensorboard_reads_rows_appended_after_a_new_summary_file(tmp_path, make_run, multifile):
+    """TensorBoard's legacy loader follows only a run's last event file by name: a new summary file named after the
+    metrics file would hide every row appended later. The summary sorts first, and the dashboard starts TensorBoard
+    with --reload_multifile, whose loader also reads the new summary."""
+    from tensorboard import program
+    from tensorboard.backend.event_processing import data_ingester
+    from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
+    from tensorboard.plugins.core import core_plugin
+    from tensorboard.util import tensor_util
+
+    from linformer.report.dashboard import tensorboard_command
+
+    run = make_run(tmp_path / "outputs", "pretrain", "a", [{"step": s, "time": s, "loss": 1.0} for s in (1, 2)])
+    _record(run, status="running")
+    out = tmp_path / "tb" / "a"
+    mirror_run(run, out)
+    board = program.TensorBoard(plugins=[core_plugin.CorePluginLoader(include_debug_info=False)])
+    board.configure(argv=[None, *tensorboard_command(tmp_path / "tb", "127.0.0.1", 6006)[3:]])
+    active = data_ingester._get_event_file_active_filter(board.flags) if multifile else None
+    served = EventMultiplexer(size_guidance={"scalars": 0, "tensors": 0}, event_file_active_filter=active)
+    served.AddRunsFromDirectory(str(tmp_path / "tb"))
+    served.Reload()
+    _record(run, status="complete")
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 3, "time": 3, "loss": 0.5}) + "\n")
+    assert mirror_run(run, out) == 1
+    served.Reload()
+    loss = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in served.Tensors("a", "train/loss")]
+    assert loss == [(1, 1.0), (2, 1.0), (3, 0.5)]
+    config = served.Tensors("a", "config/text_summary")[-1].tensor_proto.string_val[0].decode()
+    assert ("| status | complete |" in config) == multifile
