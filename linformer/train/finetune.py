@@ -78,17 +78,24 @@ def task_splits(data: TaskData, tokenizer, max_length: int, splits: tuple[str, .
                      subset_seed=data.subset_seed, validation_fraction=data.validation_fraction, carve=carve)
 
 
-def warn_unseen_labels(spec, train, data_dir: str | None) -> list[str]:
-    """A warning naming each label no training row has: its class is never trained, which is what a spec listing
-    labels its files lack looks like (task=_example run on other files keeps red/green/blue unless told). Returns
-    the labels named."""
+def warn_unseen_labels(spec, train, data_dir: str | None, of: int | None = None) -> list[str]:
+    """A warning naming each label no training row has: its class is never trained. Over the whole train file that
+    is what a spec listing labels its files lack looks like (task=_example run on other files keeps red/green/blue
+    unless told); over a subset (`of`: the rows it was drawn from, more than `train` holds) it is the subset's
+    draw, and the warning says so instead. Returns the labels named."""
     counts = np.bincount(np.asarray(train["labels"], dtype=np.int64), minlength=len(spec.label_names))
     unseen = [f"{spec.label_names[i]!r} (written {spec.raw_labels[i]!r})" for i in np.flatnonzero(counts == 0)]
-    if unseen:
-        log.warning("task %s: %s in none of the %d training rows (of %s): the classifier learns a class it never "
-                    "sees; if the files have no such label, set task.spec.label_names and task.spec.raw_labels to "
-                    "the labels they do have", spec.name, ", ".join(unseen) + (" is" if len(unseen) == 1 else " are"),
-                    len(train), data_dir or "the hub")
+    if not unseen:
+        return unseen
+    where = f"{', '.join(unseen)} {'is' if len(unseen) == 1 else 'are'} in none of the {len(train)} training rows"
+    if of is not None and of > len(train):
+        log.warning("task %s: %s this run keeps of the %d in %s (max_train_examples, the validation carve or "
+                    "min_train_tokens chose them): the classifier learns a class it never sees; more rows, or "
+                    "another subset_seed, would take it in", spec.name, where, of, data_dir or "the hub")
+    else:
+        log.warning("task %s: %s (of %s): the classifier learns a class it never sees; if the files have no such "
+                    "label, set task.spec.label_names and task.spec.raw_labels to the labels they do have",
+                    spec.name, where, data_dir or "the hub")
     return unseen
 
 
@@ -116,7 +123,7 @@ class FinetuneTask(TrainingTask):
         self.train_set, self.eval = self.train_examples(data["train"]), data["eval"]
         self.validation = data.get("validation")  # None: nothing is chosen, the last model is reported
         self.data_spec, self.split_notes = run.task, split_info(data["train"])
-        warn_unseen_labels(self.task_spec, self.train_set, run.task.data_dir)
+        warn_unseen_labels(self.task_spec, self.train_set, run.task.data_dir, self.split_notes.get("of"))
         self._check_protocol(settings, world)
         # a pair's segment ids where the tokenizer gives them and the model has rows for them
         self.columns = example_columns(self.train_set, self.type_vocab_sizes(run))

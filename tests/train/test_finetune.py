@@ -1128,8 +1128,9 @@ def test_a_finetuning_run_s_tracker_tags_and_config_name_its_start_model_s_archi
 
 def test_a_label_no_training_row_has_is_named_in_a_warning(caplog):
     """task=_example run on two-label files keeps its three labels unless told: the third class is never trained,
-    which the run must say (one warning naming the label and the keys to set), and a task whose rows cover every
-    label says nothing."""
+    which the run must say (one warning naming the label and the keys to set); over a subset of the files the
+    label may be in the rows left out, and the warning says that instead of blaming the spec; a task whose rows
+    cover every label says nothing."""
     import datasets
 
     from linformer.data.tasks import TaskSpec
@@ -1138,9 +1139,31 @@ def test_a_label_no_training_row_has_is_named_in_a_warning(caplog):
     spec = TaskSpec("colors", ("text",), "label", ("red", "green", "blue"), ("0", "1", "2"))
     binary = datasets.Dataset.from_dict({"labels": [0, 1, 1, 0]})
     with caplog.at_level("WARNING"):
-        assert warn_unseen_labels(spec, binary, "/data/rte") == ["'blue' (written '2')"]
+        assert warn_unseen_labels(spec, binary, "/data/rte", of=4) == ["'blue' (written '2')"]
     assert "'blue' (written '2') is in none of the 4 training rows (of /data/rte)" in caplog.text
     assert "task.spec.label_names" in caplog.text
     caplog.clear()
+    with caplog.at_level("WARNING"):
+        warn_unseen_labels(spec, binary, "/data/rte", of=300)
+    assert "in none of the 4 training rows this run keeps of the 300 in /data/rte" in caplog.text
+    assert "task.spec.label_names" not in caplog.text and "another subset_seed" in caplog.text
+    caplog.clear()
     assert warn_unseen_labels(spec, datasets.Dataset.from_dict({"labels": [0, 1, 2]}), "/d") == []
     assert caplog.text == ""
+
+
+def test_every_run_checks_its_training_rows_labels_from_the_cache_too(tmp_path, sst2_dir, pretrained_run,
+                                                                     monkeypatch):
+    """The check runs on the rows the run trains on, with the count they were drawn from, in a run that tokenizes
+    its splits and in one that reads them from the cache."""
+    from linformer.train import finetune as finetune_module
+
+    seen = []
+    real = finetune_module.warn_unseen_labels
+    monkeypatch.setattr(finetune_module, "warn_unseen_labels",
+                        lambda spec, train, data_dir, of=None: seen.append((len(train), of)) or real(spec, train,
+                                                                                                     data_dir, of))
+    for name in ("first", "cached"):
+        _run(tmp_path / name, sst2_dir, pretrained_run, "max_train_examples=36", "validation_fraction=null",
+             f"task_cache_dir={tmp_path / 'task_cache'}", "trainer.max_steps=1")
+    assert len(seen) == 2 and seen[0] == seen[1] and seen[0][0] == 36 and seen[0][1] > 36
