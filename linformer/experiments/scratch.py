@@ -134,7 +134,7 @@ def _profiles() -> dict[str, Profile]:
             timing="the whole plan took 7 min 8 s on 2 AMD EPYC cores, 2 jobs at a time", records=Path(path_root("output_dir")) / "table2_scratch_toy_runs",
             table=f"{path_root('reports_dir')}/table2_scratch_toy"),
         # model=small (4 x 256, 4 heads) at n = 512: 7,630 updates of 64 x 512 tokens = 250M tokens per row (18.4
-        # passes over data=wiki_scratch's 26,586 train blocks, 13.6M tokens, each pass re-masked). lr 1e-3 with 6% warmup, the recipe that took
+        # passes over data=wiki_scratch's 26,587 train blocks, 13.6M tokens, each pass re-masked). lr 1e-3 with 6% warmup, the recipe that took
         # model=small well off the plateau in 65M tokens (figure3_gpu_notes.md). Finetuning: RoBERTa's recipe
         # scaled to a small model (lr 1e-4, batch 32), 3 epochs of SST-2 at 128 tokens, 2 of IMDB at 512.
         "gpu": Profile(
