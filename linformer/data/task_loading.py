@@ -79,8 +79,9 @@ class Encode:
 # bump when the reading or encoding code changes what a file that read before gives (a TaskSpec's own fields are in
 # the key): 7, a special token's text encoded as text, a row of no token a bad row, each row's place in its file
 # recorded; 8, a text holding a NUL byte a bad row, a header naming a column twice refused, a blank line no bad row
-# (task.skip_bad_rows counted it)
-CACHE_VERSION = 8
+# (task.skip_bad_rows counted it); 9, eval duplicates compared without folding away combining marks, compatibility
+# forms or joiners (``task_splits.duplicate_key``)
+CACHE_VERSION = 9
 
 
 def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_length: int, options: SplitOptions,
@@ -252,7 +253,18 @@ def load_task(
             out[split] = _split(name, data_dir, split, tokenizer, max_length, options, cache_dir, digests, lines,
                                 inputs)
     _say_short_subsets(name, out, options)
+    _say_eval_duplicates(name, out)
     return datasets.DatasetDict(out)
+
+
+def _say_eval_duplicates(name: str, out: Mapping) -> None:
+    """The train rows dropped as copies of eval rows (``drop_eval_duplicates``), said once, from what the train or
+    validation split records (``split_info``), so a split from the cache says it as a split tokenized now."""
+    split = next((s for s in out if s != "eval"), None)
+    dropped = split_info(out[split]).get("eval_duplicates_dropped") if split is not None else None
+    if dropped:
+        log.info("task %s/train: dropped %d rows whose text is also an eval row's (eval_duplicates_dropped)",
+                 name, dropped)
 
 
 def _say_short_subsets(name: str, out: Mapping, options: SplitOptions) -> None:

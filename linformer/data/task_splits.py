@@ -118,41 +118,46 @@ def text_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
     return tuple(" ".join(str(cols[f][i]).split()) for f in fields)  # whitespace runs do not make a text new
 
 
-# What a text loses before it is compared with another for a duplicate: combining marks (an accent written apart,
-# NFD), format characters (zero-width spaces and joiners, bidi marks) and control characters other than whitespace
-_UNMARKED = frozenset(("Mn", "Cf", "Cc"))
+# What a text loses before it is compared with another for a duplicate: the characters that neither spell nor show
+# (soft hyphen, zero-width space, word joiner, byte order mark, bidi marks, embeddings, overrides and isolates), and
+# control characters other than whitespace. Not a combining mark (a Thai tone mark, a Hindi vowel sign, Hebrew
+# points, an accent: letters of their words, "ไม้"/"ไม่", "año"/"ano"), a compatibility form ("①" is not "1", "x²" not
+# "x2") or a joiner (ZWJ/ZWNJ spell Indic and Persian words and emoji sequences), which can tell meanings apart
+_INVISIBLE = frozenset("\u00ad\u061c\u200b\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2066\u2067\u2068\u2069"
+                       "\ufeff")
 
 
 def duplicate_key(cols: dict, fields: tuple[str, ...], i: int) -> tuple[str, ...]:
-    """A row's texts as compared for a duplicate: NFKD-decomposed, without combining marks, format and control
-    characters, casefolded, whitespace runs folded. Two texts alike here are one text to the uncased tokenizers
-    (BERT's deletes, lowercases and strips accents alike), and a copy of another for a cased one: an eval sentence
-    written in NFD, with a zero-width space, or in capitals is still the eval sentence."""
+    """A row's texts as compared for a duplicate: in Unicode's canonical form (NFC: a letter written with its accent
+    apart, NFD, is the same letter), without invisible and control characters (_INVISIBLE), lowercased, whitespace
+    runs folded: an eval sentence written in NFD, with a zero-width space, or in capitals is still the eval sentence.
+    Nothing that can tell two meanings apart is folded: combining marks, compatibility forms and punctuation count,
+    and case is lowered, not folded (casefold makes "Maße" "masse")."""
     return tuple(_fold(str(cols[f][i])) for f in fields)
 
 
 def _fold(text: str) -> str:
-    """``duplicate_key``'s fold of one text. A tab or line break is kept: it still parts words (whitespace is no
-    character of _UNMARKED's then)."""
-    if not text.isascii():  # NFKD leaves ASCII as it is (most texts)
-        text = unicodedata.normalize("NFKD", text)
+    """``duplicate_key``'s fold of one text. A tab or line break is kept: it still parts words."""
+    if not text.isascii():  # NFC leaves ASCII as it is (most texts)
+        text = unicodedata.normalize("NFC", text)
     # the characters other than printable ASCII and whitespace, by bytes.translate (one C pass over the UTF-8 bytes,
     # where a non-ASCII character's bytes are all above 0x7F), each judged once a process: a fraction of the time of
     # a scan character by character, and no table of every code point
     others = text.encode("utf-8", "surrogatepass").translate(None, _PLAIN_ASCII)
     for c in set(others.decode("utf-8", "surrogatepass")):
-        if _unmarked(c):
+        if _deleted(c):
             text = text.replace(c, "")
-    return " ".join(text.casefold().split())
+    return " ".join(text.lower().split())
 
 
 @functools.cache
-def _unmarked(c: str) -> bool:
-    """Whether ``duplicate_key`` deletes the character `c`: in _UNMARKED and not whitespace."""
-    return unicodedata.category(c) in _UNMARKED and not c.isspace()
+def _deleted(c: str) -> bool:
+    """Whether ``duplicate_key`` deletes the character `c`: invisible (_INVISIBLE), or a control character other than
+    whitespace."""
+    return c in _INVISIBLE or (unicodedata.category(c) == "Cc" and not c.isspace())
 
 
-_PLAIN_ASCII = bytes(b for b in range(0x80) if not _unmarked(chr(b)))  # no fold deletes these: printable, whitespace
+_PLAIN_ASCII = bytes(b for b in range(0x80) if not _deleted(chr(b)))  # no fold deletes these: printable, whitespace
 
 
 def shared_texts(cols: dict, others: dict, fields: tuple[str, ...]) -> np.ndarray:

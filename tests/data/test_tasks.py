@@ -349,19 +349,44 @@ def test_each_scored_example_names_its_line_in_the_file_when_bad_rows_are_skippe
         assert len(info["rows"]) == (limit or 4) and (limit or info["rows"] == [2, 4, 5, 6])
 
 
-def test_eval_duplicates_are_found_through_unicode_form_zero_width_characters_case_and_accents():
-    """A train copy of an eval sentence in NFD, with a zero-width space, or in other case was kept: the uncased
-    tokenizers give it the eval row's ids. Texts are compared folded (``duplicate_key``); punctuation still counts."""
+def test_eval_duplicates_are_found_through_unicode_form_zero_width_characters_and_case():
+    """A train copy of an eval sentence in NFD, with a zero-width space, or in other case was kept. Texts are
+    compared folded (``duplicate_key``); punctuation and accents still count."""
     import unicodedata
 
     from linformer.data.task_splits import drop_eval_duplicates
 
     sentence = "a charming café film."
     variants = [unicodedata.normalize("NFD", sentence), "a charming\u200b café film.", "A Charming CAFÉ Film.",
-                "a  charming cafe film.\u202e"]
-    train = {"sentence": [*variants, "a charming café film!", "a\tcharming café\nfilm."], "labels": [1] * 6}
+                "a  charming café\u00ad film.\u202e"]
+    train = {"sentence": [*variants, "a charming café film!", "a\tcharming café\nfilm.", "a charming cafe film."],
+             "labels": [1] * 7}
     kept, dropped = drop_eval_duplicates(train, {"sentence": [sentence], "labels": [1]}, ("sentence",))
-    assert dropped == 5 and kept["sentence"] == ["a charming café film!"]
+    assert dropped == 5 and kept["sentence"] == ["a charming café film!", "a charming cafe film."]
+
+
+def test_texts_that_differ_in_meaning_are_not_eval_duplicates():
+    """The fold deleted every combining mark and took compatibility forms (NFKD), then casefolded: a train row of
+    another meaning than an eval row's was dropped as its copy. Thai tone marks, Hindi vowel signs, Hebrew points,
+    Spanish ñ, circled digits and superscripts, German ß, a joiner and a subdivision flag's tags each tell two texts
+    apart; canonical forms (NFC, NFD) of one text are one text."""
+    import unicodedata
+
+    from linformer.data.task_splits import drop_eval_duplicates
+
+    pairs = [("ไม่ดีมาก", "ไม้ดีมาก"),  # "not very good" / "the wood is very good"
+             ("यह अच्छा है", "यह अच्छा हे"),
+             ("שָׁלוֹם עוֹלָם", "שלום עולם"),
+             ("un año", "un ano"),
+             ("① ②", "1 2"), ("x²", "x2"), ("ﬁne", "fine"),
+             ("Maße", "Masse"),
+             ("می‌خواهم", "میخواهم"),
+             ("🏴󠁧󠁢󠁳󠁣󠁴󠁿",
+              "🏴󠁧󠁢󠁥󠁮󠁧󠁿")]  # Scotland / England
+    for eval_text, train_text in pairs:
+        kept, dropped = drop_eval_duplicates({"t": [train_text, unicodedata.normalize("NFD", eval_text)],
+                                              "labels": [0, 1]}, {"t": [eval_text], "labels": [1]}, ("t",))
+        assert (dropped, kept["t"]) == (1, [train_text]), (eval_text, train_text)
 
 
 def test_a_pair_task_s_train_row_is_an_eval_duplicate_only_when_both_its_texts_are():
@@ -390,9 +415,9 @@ def test_every_ascii_character_is_folded_for_a_duplicate_as_in_any_other_text():
     from linformer.data.task_splits import duplicate_key
 
     def by_hand(text):
-        text = unicodedata.normalize("NFKD", text)
-        kept = "".join(ch for ch in text if unicodedata.category(ch) not in ("Mn", "Cf", "Cc") or ch.isspace())
-        return " ".join(kept.casefold().split())
+        text = unicodedata.normalize("NFC", text)
+        kept = "".join(ch for ch in text if unicodedata.category(ch) != "Cc" or ch.isspace())
+        return " ".join(kept.lower().split())
 
     for c in range(128):
         for text in (f"ab{chr(c)}cd", f"ab{chr(c)}cd é"):  # the ASCII fold, then the per-character one
@@ -403,9 +428,11 @@ def _reference_fold(text: str) -> str:
     """duplicate_key's fold of one text, one character at a time (what it means, however it is computed)."""
     import unicodedata
 
-    kept = (c for c in unicodedata.normalize("NFKD", text)
-            if c.isspace() or unicodedata.category(c) not in ("Mn", "Cf", "Cc"))
-    return " ".join("".join(kept).casefold().split())
+    from linformer.data.task_splits import _INVISIBLE
+
+    kept = (c for c in unicodedata.normalize("NFC", text)
+            if c.isspace() or not (c in _INVISIBLE or unicodedata.category(c) == "Cc"))
+    return " ".join("".join(kept).lower().split())
 
 
 def _assert_folds_as_reference(texts):
@@ -425,7 +452,7 @@ def _code_point_texts(stop: int) -> list[str]:
 
 def test_duplicate_keys_are_the_per_character_fold_s_for_every_code_point_below_0x3000_and_random_texts():
     """duplicate_key's fast ways (ASCII alone; a non-ASCII text's own distinct characters) give each text the key of
-    the per-character fold: NFKD, marks, format and control characters deleted (whitespace kept), casefolded."""
+    the per-character fold: NFC, invisible and control characters deleted (whitespace kept), lowercased."""
     _assert_folds_as_reference(_code_point_texts(0x3000))
     rng = random.Random(0)
     pools = [[chr(c) for c in range(128)], [chr(c) for c in range(0x3000)],
@@ -464,10 +491,10 @@ def test_duplicate_keys_judge_only_a_text_s_own_characters(monkeypatch):
     assert [task_splits.duplicate_key({"t": ascii_texts}, ("t",), i) for i in (0, 1)] == [("a film, <br /> good.",),
                                                                                            ("bad film",)]
     assert calls == {"normalize": 0, "category": 0}
-    task_splits._unmarked.cache_clear()  # judged afresh, as in a new process
-    text = "Caf\u00e9\u200b Caf\u00e9 CAF\u00c9!"
-    assert task_splits.duplicate_key({"t": [text]}, ("t",), 0) == ("cafe cafe cafe!",)
-    assert calls == {"normalize": 1, "category": 2}  # U+0301 (of é and É, decomposed) and U+200B, once each
+    task_splits._deleted.cache_clear()  # judged afresh, as in a new process
+    text = "Caf\u00e9\u200b Cafe\u0301 CAF\u00c9!"
+    assert task_splits.duplicate_key({"t": [text]}, ("t",), 0) == ("caf\u00e9 caf\u00e9 caf\u00e9!",)
+    assert calls == {"normalize": 1, "category": 2}  # é and É once each (U+200B is one of _INVISIBLE)
 
 
 def test_a_byte_order_mark_is_read_away_and_a_byte_that_is_not_utf8_names_its_line(qnli_dir, tmp_path):
@@ -926,9 +953,13 @@ def _imdb_csv(path, texts_labels):
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_a_test_review_never_reaches_training_nor_the_validation_carve(tmp_path, tokenizer):
+def test_a_test_review_never_reaches_training_nor_the_validation_carve(tmp_path, tokenizer, caplog):
     """IMDB's train and test splits share reviews: a review also in test (up to whitespace and <br /> breaks) is
-    dropped from train before any subset or carve, and the count is recorded."""
+    dropped from train before any subset or carve, the count recorded and said on the console (only results.json
+    had it), from the cache too."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="linformer")
     from linformer.data.task_loading import split_info
 
     train = [(f"review number {i} of the river", i % 2) for i in range(40)]
@@ -942,6 +973,12 @@ def test_a_test_review_never_reaches_training_nor_the_validation_carve(tmp_path,
     assert len(seen) == 38 and not seen & {"review number 3 of the river", "review number 8 of the river"}
     assert split_info(dd["train"])["eval_duplicates_dropped"] == 2 == split_info(dd["validation"])["eval_duplicates_dropped"]
     assert len(dd["eval"]) == 12  # the reported split is never cut
+    said = "task imdb/train: dropped 2 rows whose text is also an eval row's"
+    assert caplog.text.count(said) == 1  # once, not once a split
+    caplog.clear()
+    load_task("imdb", str(tmp_path / "imdb"), tokenizer, 32, splits=("validation",), validation_fraction=0.25,
+              cache_dir=str(tmp_path / "cache"))
+    assert "from the cache" in caplog.text and caplog.text.count(said) == 1
     rows = split_info(dd["validation"])["rows"]  # lines of the train file, the header line 1
     assert sorted(_rows(dd["validation"], tokenizer)) == sorted(f"review number {i - 2} of the river" for i in rows)
 
