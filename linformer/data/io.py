@@ -375,6 +375,47 @@ def iconv_command(path: str, encoding: str) -> str:
     return f"iconv -f {encoding} -t UTF-8 {shlex.quote(path)} > {shlex.quote(f'{stem}-utf8{suffix}')}"
 
 
+_C1 = re.compile(rb"[\x80-\x9f]")  # bytes that are control characters in Latin-1, and mostly letters in Windows-1252
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # no text's characters (a tab and line ends are)
+
+
+def not_utf8_advice(path: str, raw: bytes, lineno: int, utf8_line: int | None) -> str:
+    """What to do of the file `path` whose line `lineno`, as bytes `raw`, is not UTF-8: the corpus's and the task
+    readers' word on it. Where the line reads as Latin-1 or Windows-1252 text (no control character, and no UTF-8
+    character in it besides) and no other line of the file is UTF-8 text beyond ASCII (`utf8_line`: the first that
+    is, or None), the iconv command that converts the file from it; else to fix the line: a conversion of the whole
+    file would turn the lines that are UTF-8 already into valid UTF-8 mojibake, read without a word after it."""
+    try:
+        text = raw.decode("cp1252")
+    except UnicodeDecodeError:  # a byte Windows-1252 leaves undefined (0x81, 0x8d, ...)
+        text = None
+    utf8 = any(c > "\x7f" and c != _REPLACEMENT for c in raw.decode("utf-8", errors="replace"))
+    if utf8_line is not None:
+        return (f"the file mixes encodings: line {utf8_line} is UTF-8 text beyond ASCII, which converting the whole "
+                f"file would garble: fix line {lineno} alone, or give the file as UTF-8 text")
+    if text is not None and not utf8 and not _CONTROL.search(text):
+        encoding = "CP1252" if _C1.search(raw) else "latin1"  # the same characters where no byte is 0x80-0x9f
+        return (f"the line reads as {'Windows-1252' if encoding == 'CP1252' else 'Latin-1'} text; convert the file "
+                f"to UTF-8, e.g. {iconv_command(path, encoding)}, or fix that line")
+    why = "the line holds UTF-8 characters too (a file of mixed encodings, which a conversion would garble)" if utf8 \
+        else "nor is the line Latin-1 or Windows-1252 text (a control character, or a byte neither defines: binary data?)"
+    return f"{why}: fix that line, or give the file as UTF-8 text"
+
+
+def first_utf8_line(bodies: Iterator[bytes], lineno: int) -> int | None:
+    """The number of the first of the lines `bodies` (numbered on from `lineno`, the line before them) that is UTF-8
+    text beyond ASCII, or None."""
+    for body in bodies:
+        lineno += 1
+        if not body.isascii():
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            return lineno
+    return None
+
+
 def is_hub_source(source: str) -> bool:
     return str(source).startswith(HUB_PREFIX)
 

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError, first_line
-from .io import hub_offline, hub_offline_error, iconv_command, line_bodies, mirror_note, utf16_advice
+from .io import (
+    first_utf8_line,
+    hub_offline,
+    hub_offline_error,
+    line_bodies,
+    mirror_note,
+    not_utf8_advice,
+    utf16_advice,
+)
 from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
 
 # csv's own cap on a field, 131,072 characters, would refuse a long document (the inputs a Linformer is for): a field
@@ -119,8 +127,9 @@ def _utf8_lines(path: Path) -> Iterator[str]:
     """The lines of `path` as text, each with its line end (``_line_pieces``: LF, CRLF or a lone CR), a byte order
     mark read away: UTF-16 text is one TaskDataError saying so and how to convert it, as the corpus's reader says it;
     a byte that is not UTF-8 is one naming the file and line, where a replacement character would have been trained
-    on without a word."""
+    on without a word (``_not_utf8``)."""
     number = offset = 0  # offset: the bytes of the file before the line
+    utf8_line = None  # the first line that is UTF-8 text beyond ASCII: a conversion of the file would garble it
     with open(path, "rb") as f:
         for raw in f:
             if number == 0:
@@ -130,9 +139,18 @@ def _utf8_lines(path: Path) -> Iterator[str]:
             # UTF-16 text has a NUL byte on each line (but its first, a BOM's): a NUL byte's test spares the rest
             if (number == 0 or _NUL in raw) and (utf16 := utf16_advice(str(path), raw, number + 1, "UTF-8 text")):
                 raise TaskDataError(f"{path}: {utf16}")
-            for piece in _line_pieces(raw) if _CR in raw else (raw,):  # no CR: the common case
+            pieces = _line_pieces(raw) if _CR in raw else (raw,)  # no CR: the common case
+            for i, piece in enumerate(pieces):
                 number += 1
-                yield _decoded(piece, path, number, offset)
+                try:
+                    text = piece.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    later = (body for rest in (pieces[i + 1:], f) for line in rest for body in line_bodies(line))
+                    raise _not_utf8(err, piece, path, number, offset,
+                                    utf8_line or first_utf8_line(later, number)) from None
+                if utf8_line is None and not piece.isascii():
+                    utf8_line = number
+                yield text
                 offset += len(piece)
 
 
@@ -144,37 +162,15 @@ def _line_pieces(raw: bytes) -> list[bytes]:
     return [line + b"\r" for line in lines] + [last + raw[len(raw.rstrip(b"\r\n")):]]
 
 
-def _decoded(raw: bytes, path: Path, number: int, offset: int) -> str:
-    """Line `number` of the file `path`, `raw` its bytes from byte `offset` of the file, as UTF-8 text; else a
-    TaskDataError naming the line, the byte and its offset, and the conversion that reads the line as it was
-    written (``_conversion``)."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise TaskDataError(f"{path}:{number}: not UTF-8 text (byte {raw[err.start]:#04x} at byte offset "
-                            f"{offset + err.start:,} of the file, from 0): {_conversion(raw, path)}") from None
-
-
-_C1 = re.compile(rb"[\x80-\x9f]")  # bytes that are control characters in Latin-1, and mostly letters in Windows-1252
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # no text's characters (a tab and line ends are)
-
-
-def _conversion(raw: bytes, path: Path) -> str:
-    """What to do of a line `raw` that is not UTF-8: where it reads as Latin-1 or Windows-1252 text (no control
-    character, and no UTF-8 character in it besides, a file of mixed encodings that a conversion would garble), the
-    iconv command that converts the file from it; else to fix the line, which no such conversion reads."""
-    try:
-        text = raw.decode("cp1252")
-    except UnicodeDecodeError:  # a byte Windows-1252 leaves undefined (0x81, 0x8d, ...)
-        text = None
-    utf8 = any(c > "\x7f" and c != "\ufffd" for c in raw.decode("utf-8", errors="replace"))
-    if text is not None and not utf8 and not _CONTROL.search(text):
-        encoding = "CP1252" if _C1.search(raw) else "latin1"  # the same characters where no byte is 0x80-0x9f
-        return (f"the line reads as {'Windows-1252' if encoding == 'CP1252' else 'Latin-1'} text; convert the file "
-                f"to UTF-8, e.g. {iconv_command(str(path), encoding)}, or fix that line")
-    why = "the line holds UTF-8 characters too (a file of mixed encodings, which a conversion would garble)" if utf8 \
-        else "nor is the line Latin-1 or Windows-1252 text (a control character, or a byte neither defines: binary data?)"
-    return f"{why}: fix that line, or give the file as UTF-8 text"
+def _not_utf8(err: UnicodeDecodeError, raw: bytes, path: Path, number: int, offset: int,
+              utf8_line: int | None) -> TaskDataError:
+    """The TaskDataError for line `number` of the file `path`, `raw` its bytes from byte `offset` of the file, that
+    is not UTF-8 (`err`): naming the line, the byte and its offset, and the conversion that reads the file as it was
+    written, where one does (``io.not_utf8_advice``; `utf8_line`: the first other line of the file that is UTF-8
+    text beyond ASCII, which a conversion would garble)."""
+    return TaskDataError(f"{path}:{number}: not UTF-8 text (byte {raw[err.start]:#04x} at byte offset "
+                         f"{offset + err.start:,} of the file, from 0): "
+                         f"{not_utf8_advice(str(path), raw, number, utf8_line)}")
 
 
 def _next_row(reader) -> list[str] | None:

@@ -1281,6 +1281,37 @@ def test_a_byte_that_is_not_utf8_suggests_iconv_only_for_latin1_or_cp1252_text(t
         read_task_split(name, str(tmp_path), "train")
 
 
+@pytest.mark.parametrize("utf8_at", [2, 4])
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "txt"])
+def test_a_latin1_line_in_a_file_with_utf8_text_is_named_as_mixed_encodings_not_given_iconv(tmp_path, monkeypatch,
+                                                                                            fmt, utf8_at):
+    """A Latin-1 line after (or before) lines of UTF-8 text beyond ASCII got the advice to run iconv -f latin1 on the
+    whole file, which turned those lines into valid UTF-8 mojibake ("cafÃ©") trained on without a word. Task files
+    and predict's inputs (text_rows) alike; a file of ASCII and Latin-1 lines alone still gets the command."""
+    lines = [b"un caf\xc3\xa9 \xe2\x98\x95 tr\xc3\xa8s bon|1" if number == utf8_at else b"caf\xe9 noir|0"
+             if number == 3 else b"good film|1" for number in (2, 3, 4)]
+    sep = {"tsv": b"\t", "csv": b","}.get(fmt, b"|")
+    mixed = (r"the file mixes encodings: line {} is UTF-8 text beyond ASCII, which converting the whole file "
+             r"would garble: fix line 3 alone, or give the file as UTF-8 text$")
+    if fmt == "txt":
+        path = tmp_path / "in.txt"
+        path.write_bytes(b"a first text\n" + b"".join(line.split(b"|")[0] + b"\n" for line in lines))
+        def read():
+            return list(task_readers.text_rows(path, ("text",), str.strip, False, "--skip-bad-rows", "--column"))
+    else:
+        name = _file_of(tmp_path, monkeypatch, fmt, [])
+        path = tmp_path / f"train.{fmt}"
+        path.write_bytes(path.read_bytes() + b"".join(line.replace(b"|", sep) + b"\n" for line in lines))
+        def read():
+            return read_task_split(name, str(tmp_path), "train")
+    with pytest.raises(TaskDataError, match=rf"^{path}:3: not UTF-8 text \(byte 0xe9 .*\): " + mixed.format(utf8_at)):
+        read()
+    path.write_bytes(path.read_bytes().replace(b"\xc3\xa9 \xe2\x98\x95 tr\xc3\xa8s", b"nice"))
+    with pytest.raises(TaskDataError, match=r":3: not UTF-8 text .*: the line reads as Latin-1 text; convert the "
+                                            r"file to UTF-8, e.g. iconv -f latin1"):
+        read()
+
+
 def test_an_aclimdb_folder_s_cache_key_reads_its_pos_and_neg_reviews_alone(tmp_path, tokenizer):
     """The key of an aclImdb split hashed every file under its folder: the 50,000 unlabeled reviews of train/unsup,
     which no split reads, were hashed at every start, and an edit there threw the cache away."""
