@@ -54,6 +54,8 @@ from .io import (
     local_path,
     moved_output,
     record_path,
+    replaced_clause,
+    replaced_warning,
     resolve_sources,
     source_texts,
     text_changes,
@@ -221,7 +223,7 @@ def _read_sources(
         totals["replaced_chars"] += replaced
         totals["skipped_bad_rows"] += bad
         if replaced:
-            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", src.given, replaced)
+            log.warning("%s", replaced_warning(src.path, counts))
     writer.close()
     return doc_keys.keys, totals
 
@@ -762,7 +764,8 @@ def prepare_corpus(
     say(f"corpus: {manifest['documents']:,} documents, {manifest['paragraph_tokens']:,} tokens; train "
         f"{tr['blocks']:,} blocks, validation {va['blocks']:,} blocks ({share:.1%}) of n={n}; tokenize "
         f"{manifest['timing_s']['tokenize']:.1f} s ({manifest['tokens_per_s']:,} tokens/s, "
-        f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}", logger=log)
+        f"num_proc={manifest['num_proc']}), total {manifest['timing_s']['total']:.1f} s -> {out}"
+        f"{replaced_clause({s['source']: s.get('replaced_chars', 0) for s in manifest['sources']})}", logger=log)
     return manifest
 
 

@@ -317,12 +317,15 @@ def checked_lines(path: str, skip_bad_rows: bool, counts: dict, f: io.BufferedIO
     counts["cr_line_ends"]), a UTF-8 byte order mark at its start is dropped, bad UTF-8 becomes U+FFFD, counted in
     counts["replaced_chars"]; UTF-16 text is a CorpusError saying so; a line holding a NUL byte (a binary file) is a
     CorpusError naming the file and line, or with `skip_bad_rows` is skipped and counted in counts["skipped_bad_rows"].
-    `f`: `path` opened already (``read_whole``), else it is opened here (``open_binary``)."""
+    `f`: `path` opened already (``read_whole``), else it is opened here (``open_binary``). The first line replaced is
+    counts["first_replaced"] (its number and bytes), the first that is UTF-8 text beyond ASCII counts["utf8_line"]:
+    what ``replaced_warning`` advises from."""
     if f is None:
         with open_binary(path) as f:
             yield from checked_lines(path, skip_bad_rows, counts, f)
         return
     lineno = 0  # lines as ``line_bodies`` ends them, as an editor numbers them
+    utf8_seen = "utf8_line" in counts
     for i, raw in enumerate(f):
         if i == 0:
             raw = raw.removeprefix(_UTF8_BOM)
@@ -343,7 +346,11 @@ def checked_lines(path: str, skip_bad_rows: bool, counts: dict, f: io.BufferedIO
                                       f"{CORPUS_LAYOUT} (set data.skip_bad_rows=true to skip such lines)")
                 counts["skipped_bad_rows"] += 1
                 continue
-            counts["replaced_chars"] += replaced
+            if replaced:
+                counts["replaced_chars"] += replaced
+                counts.setdefault("first_replaced", (lineno, body))
+            elif not utf8_seen and not body.isascii():
+                counts["utf8_line"], utf8_seen = lineno, True
             yield text
 
 
@@ -400,6 +407,26 @@ def not_utf8_advice(path: str, raw: bytes, lineno: int, utf8_line: int | None) -
     why = "the line holds UTF-8 characters too (a file of mixed encodings, which a conversion would garble)" if utf8 \
         else "nor is the line Latin-1 or Windows-1252 text (a control character, or a byte neither defines: binary data?)"
     return f"{why}: fix that line, or give the file as UTF-8 text"
+
+
+def replaced_warning(path: str, counts: Mapping) -> str:
+    """What a source read by ``checked_lines`` with bytes that are not UTF-8 (``counts``: its counts) is warned of:
+    how many became U+FFFD, the first line, and what to do (``not_utf8_advice``: the iconv command where the file
+    reads as Latin-1 or Windows-1252 text, as the task readers say it)."""
+    lineno, raw = counts["first_replaced"]
+    return (f"{path}: {counts['replaced_chars']:,} non-UTF-8 byte sequences read as U+FFFD, and trained on as such; "
+            f"the first on line {lineno}: {not_utf8_advice(path, raw, lineno, counts.get('utf8_line'))}")
+
+
+def replaced_clause(per_source: Mapping[str, int]) -> str:
+    """A run's summary's word on the non-UTF-8 bytes its sources held (`per_source`: each source's count of those
+    read as U+FFFD), after ``replaced_warning``'s per source: "" where none held any."""
+    held = {source: n for source, n in per_source.items() if n}
+    if not held:
+        return ""
+    names = [f"{os.path.basename(s) if not is_hub_source(s) else s} {n:,}" for s, n in held.items()]
+    return (f"; {sum(held.values()):,} non-UTF-8 byte sequences read as U+FFFD ({listing(names)}: see the "
+            f"warning{'s' if len(held) > 1 else ''} above)")
 
 
 def first_utf8_line(bodies: Iterator[bytes], lineno: int) -> int | None:

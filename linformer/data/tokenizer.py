@@ -37,6 +37,8 @@ from .io import (
     load_hub_text,
     moved_output,
     read_whole,
+    replaced_clause,
+    replaced_warning,
     source_texts,
     text_changes,
     text_records,
@@ -182,7 +184,8 @@ def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, s
         if progress_lines:
             progress_said(f"tokenizer: read {source} ({taken:,} lines; {i + 1} of {len(sources)} sources)")
         if counts["replaced_chars"]:
-            log.warning("%s: %d non-UTF-8 byte sequences replaced by U+FFFD", source, counts["replaced_chars"])
+            log.warning("%s", replaced_warning(source, counts))
+            stats.setdefault("replaced", {})[source] = counts["replaced_chars"]
     if buf:
         yield buf
     if progress_lines:
@@ -273,7 +276,8 @@ def train_tokenizer(
     lines_per_s, mb_per_s = round(stats["lines"] / max(seconds, 1e-9)), stats["chars"] / 1e6 / max(seconds, 1e-9)
     say(f"tokenizer: {stats['lines']:,} lines ({_read_from(stats['per_source'])}), {stats['chars'] / 1e6:.1f} M "
         f"chars in {seconds:.1f} s "
-        f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}", logger=log)
+        f"({lines_per_s:,} lines/s, {round(mb_per_s, 2)} M chars/s), vocab {len(loaded)} -> {out}"
+        f"{replaced_clause(stats.get('replaced', {}))}", logger=log)
     if stats["cut"]:
         say(f"note: {stats['cut']:,} run(s) of text without a break (pre-tokens over {LONGEST_PRETOKEN} characters, "
             f"the longest {stats['longest_cut']:,}: a '=====' rule, base64, a long repeat) were given to the BPE "

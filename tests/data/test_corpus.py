@@ -387,6 +387,31 @@ def test_non_utf8_replaced_and_counted(tmp_path, tok_dir):
     assert m["replaced_chars"] == 3 and m["sources"][0]["replaced_chars"] == 3
 
 
+def test_a_latin1_source_is_warned_of_at_its_first_line_with_iconv_and_the_summary_repeats_the_count(
+        tmp_path, tok_dir, corpus_file, caplog, capsys):
+    """A Latin-1 source was trained on as U+FFFD with only "N non-UTF-8 byte sequences replaced by U+FFFD" in a
+    log line and nothing in the summary: the warning names the first line and gives the iconv command (the task
+    readers' advice: not where another line of the file is UTF-8 text beyond ASCII, which it would garble), and the
+    summary line repeats the count."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="linformer")
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes(b"a plain first line\n\nun caf\xe9 noir et na\xefve\n")
+    prepare_corpus([str(corpus_file), str(latin)], tok_dir, str(tmp_path / "p"), n=8, val_fraction=0.0, num_proc=1)
+    assert (f"{latin}: 2 non-UTF-8 byte sequences read as U+FFFD, and trained on as such; the first on line 3: the "
+            f"line reads as Latin-1 text; convert the file to UTF-8, e.g. iconv -f latin1 -t UTF-8 {latin} > "
+            f"{tmp_path}/latin1-utf8.txt, or fix that line") in caplog.text
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith("corpus: ") and summary.endswith(
+        f"-> {tmp_path / 'p'}; 2 non-UTF-8 byte sequences read as U+FFFD (latin1.txt 2: see the warning above)")
+    caplog.clear()
+    latin.write_bytes(b"a plain first line\n\nun caf\xe9 noir\n\nun caf\xc3\xa9 cr\xc3\xa8me\n")
+    prepare_corpus([str(corpus_file), str(latin)], tok_dir, str(tmp_path / "q"), n=8, val_fraction=0.0, num_proc=1)
+    assert (f"{latin}: 1 non-UTF-8 byte sequences read as U+FFFD, and trained on as such; the first on line 3: the "
+            "file mixes encodings: line 5 is UTF-8 text beyond ASCII") in caplog.text and "iconv" not in caplog.text
+
+
 def test_malformed_line(tmp_path, tok_dir, make_corpus):
     f = make_corpus(tmp_path / "c.txt", n_docs=5)
     lines = f.read_text().splitlines()

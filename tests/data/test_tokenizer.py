@@ -795,3 +795,24 @@ def test_a_bpe_saved_with_null_for_an_empty_prefix_and_suffix_loads_and_a_real_s
         return
     text = "the  quick brown\tfox jumped over lazy dogs"
     assert load_tokenizer(str(tmp_path))(text)["input_ids"] == Tokenizer.from_file(str(path)).encode(text).ids
+
+
+def test_a_latin1_source_of_a_tokenizer_is_warned_of_at_its_first_line_with_iconv_and_in_the_summary(
+        tmp_path, corpus_file, monkeypatch, caplog, capsys):
+    """The tokenizer's reading of a Latin-1 source warned only of a count, without its line or what to do, and its
+    summary line did not say it: the warning names the first line and gives iconv, the summary repeats the count."""
+    import logging
+
+    import linformer.data.tokenizer as tokenizer_mod
+
+    monkeypatch.setattr(tokenizer_mod, "_in_child", lambda work, *args: work(*args))  # its warning logged here
+    caplog.set_level(logging.WARNING, logger="linformer")
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes(b"plain\n\x93quoted\x94 caf\xe9 noir\n")
+    out = train_tokenizer([str(corpus_file), str(latin)], str(tmp_path / "t"), vocab_size=300, min_frequency=1,
+                          show_progress=False)
+    assert (f"{latin}: 3 non-UTF-8 byte sequences read as U+FFFD, and trained on as such; the first on line 2: the "
+            f"line reads as Windows-1252 text; convert the file to UTF-8, e.g. iconv -f CP1252 -t UTF-8 {latin} > "
+            f"{tmp_path}/latin1-utf8.txt, or fix that line") in caplog.text
+    assert capsys.readouterr().out.strip().endswith(
+        f"-> {out}; 3 non-UTF-8 byte sequences read as U+FFFD (latin1.txt 3: see the warning above)")
