@@ -31,6 +31,7 @@ is shown without it, marked damaged where the report shows it; a figure or table
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import glob
 import json
@@ -978,15 +979,54 @@ def run_status(path: Path, info: Mapping) -> str | None:
 T = TypeVar("T")
 
 
-def read_recorded_config(run_dir: str | Path, read: Callable[[Mapping], T]) -> T:
+def read_recorded_config(run_dir: str | Path, read: Callable[[Mapping], T], stage: str | None = None) -> T:
     """`read` (a spec's or a group's reader) of the run's own config.yaml (``read_record``), as today's settings read
-    it: its retired keys dropped (``configs.without_retired``), as its identity drops them, and a setting refused
-    named with the file it came from, the run's record, not the user's command."""
+    it: its retired keys dropped (``configs.without_retired``), as its identity drops them; with the run's `stage`,
+    the operational keys it lacks taken from today's configs (``with_todays_operational``: a run recorded before
+    logger.project existed); and a setting refused named with the file it came from, the run's record, not the
+    user's command."""
     path = Path(run_dir) / CONFIG
+    config = without_retired(read_record(run_dir, CONFIG))
     try:
-        return read(without_retired(read_record(run_dir, CONFIG)))
+        return read(with_todays_operational(config, stage) if stage else config)
     except ConfigError as err:
         raise ConfigError(f"{path} (the run's recorded config): {err}") from err
+
+
+def with_todays_operational(config: Mapping, stage: str) -> dict:
+    """A run's recorded config with each operational key it lacks (``identity``'s OPERATIONAL_KEYS: logging,
+    evaluation, checkpointing, paths) as today's configs/<stage>.yaml gives it: a run recorded by an earlier version,
+    before a setting that today's specs require existed, is read by them (export rebuilds its model). What the run
+    computed, its identity, is only ever read as recorded: a default of today's is not what an older run trained
+    with. Without today's configs (a package installed without its clone) the record as it is."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from .configs import compose
+    from .runconfig.runs import OPERATIONAL_KEYS  # the specs import the model's modules (torch): not at import
+
+    try:
+        today = compose(stage)
+    except ConfigError:
+        return dict(config)
+    recorded = flatten(config)
+    out = copy.deepcopy(dict(config))  # a copy to fill, its nested groups too
+    for key in flatten(OmegaConf.to_container(today, resolve=False)):
+        parts = key.split(".")
+        if key in recorded or key in RETIRED_KEYS or any(".".join(parts[:i]) in recorded for i in range(1, len(parts))):
+            continue  # recorded, or below a key the record gives a value that is not a group
+        if not any(key == k or key.startswith(k + ".") for k in OPERATIONAL_KEYS):
+            continue
+        try:
+            value = OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(today, key, throw_on_missing=True)}),
+                                           resolve=True)["v"]
+        except (OmegaConfBaseException, ConfigError):  # ??? or an interpolation of a key the stage leaves unset
+            continue
+        group = out
+        for part in parts[:-1]:
+            group = group.setdefault(part, {})
+        group[parts[-1]] = value
+    return out
 
 
 def read_shown(run_dir: str | Path, name: str) -> tuple[dict, str | None]:

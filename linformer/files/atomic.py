@@ -132,7 +132,7 @@ def write_yaml(path: str | Path, data: Any) -> None:
 def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overwrite: bool = False,
                flag: str = "overwrite=true", checksums: bool = False,
                replaces: Mapping[str, Any] | None = None, key: str | None = None,
-               needs: int | None = None) -> Iterator[Path]:
+               needs: int | None = None, chosen: bool = False) -> Iterator[Path]:
     """Yield a hidden temporary directory next to `final`; when the block succeeds it becomes `final` in one rename.
 
     `final` is replaced only where ``check_output_dir`` allows it (missing, empty, or an earlier output with this
@@ -147,9 +147,12 @@ def atomic_dir(final: str | Path, record: Mapping[str, Any] | None = None, overw
     in place of `record`. A symlink at `final` is written through (``written_at``): the output lands where it points.
     `key`: the flag or setting that chose `final` ("--out", "out_dir="), named in a refusal (``check_writable``).
     `needs`: the bytes the block's temporary takes at its peak (an estimate), said where the disk fills up.
+    `chosen`: `final` is a folder the package itself chose (a run's model/), replaceable with `flag` whatever its
+    manifest says (an earlier version wrote none), as ``check_output_dir`` takes a record of None; `record` is still
+    written.
     """
     shown, final = Path(final), written_at(final)
-    check = replaces or record
+    check = None if chosen else replaces or record
     check_output_dir(final, check, overwrite, flag, key=key)
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(final)

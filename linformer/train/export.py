@@ -19,7 +19,7 @@ from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
 from ..files.locations import resolve_path
 from ..files.mappings import read_json
-from ..files.outputs import check_output_dir, made_by
+from ..files.outputs import MANIFEST, check_output_dir, made_by
 from ..files.runs import (
     BEST_DIR,
     CONFIG,
@@ -79,15 +79,18 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     keep_name = final and (isinstance(spec, FinetuneSpec) or not (run_dir / MODEL_DIR).exists())
     out = Path(resolve_path(out)) if out is not None else run_dir / (MODEL_DIR if keep_name else f"{MODEL_DIR}-step-{step:08d}")
     record = made_by("export", {"run": str(run_dir.resolve()), "step": step})
+    # the run's own model/ as an earlier version saved it, without manifest.json, is the run's to replace (with the
+    # flag), as its trainer replaces it: prune's advice to write a damaged one again is this export
+    chosen = out.resolve() == (run_dir / MODEL_DIR).resolve() and out.is_dir() and not (out / MANIFEST).exists()
     # before the model is rebuilt; neither the run nor the model it started from may be what --out replaces
     flag = _asked("--overwrite", "overwrite=True")
-    check_output_dir(out, record, overwrite, flag, reads=[run_dir, getattr(spec, "model_path", None)],
-                     key=_asked("--out", "out="))
+    check_output_dir(out, None if chosen else record, overwrite, flag,
+                     reads=[run_dir, getattr(spec, "model_path", None)], key=_asked("--out", "out="))
 
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
-    with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out=")) as tmp:
+    with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out="), chosen=chosen) as tmp:
         save_model_dir(model, tokenizer, tmp)  # the tokenizer as the run's model/ has it (model_max_length = n)
         if model_path:  # the start's card (conversion, transfer) with this run's finetuning, and its result where it is this step's
             card = start_card(model_path, model, spec.from_scratch)
@@ -112,7 +115,7 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
     # the modules the run imported (imports=[...]), where the projection or sharing mode its model names is
     # registered: export takes no imports= of its own, and the run's record says which
     import_modules({"imports": recorded_imports(run_dir)})
-    return read_recorded_config(run_dir, SPECS[stage].read)
+    return read_recorded_config(run_dir, SPECS[stage].read, stage)
 
 
 def _rebuild(spec: FinetuneSpec | PretrainSpec):

@@ -457,3 +457,39 @@ def test_a_run_recorded_with_retired_keys_exports_and_a_bad_recorded_key_names_i
     with pytest.raises(ConfigError, match=rf"^{run / 'config.yaml'} \(the run's recorded config\): "
                                           r"trainer.warmup_step is not a trainer setting"):
         export_run(run, tmp_path / "again", step=13)
+
+
+def test_the_export_that_prune_advises_for_an_older_runs_damaged_model_writes_it(pretrained_run, tmp_path):
+    """A run saved by an earlier version: its config.yaml lacks the keys today's configs added since (logger.project
+    among them) and its model/ has no manifest.json. prune found its model damaged and advised `export.py <run> --out
+    <run>/model --overwrite`, which failed twice over: "logger.project is not set" (an operational key, which export
+    does not need, now read as today's configs give it), then model/ "is no output of this package's" (the run's own
+    model/ is the run's to replace). The advice writes the model again, and prune then prunes the run."""
+    import re
+
+    import yaml
+
+    from linformer.train.checkpoint import prune_checkpoints
+
+    run = tmp_path / "old"
+    shutil.copytree(pretrained_run, run)
+    (run / "model" / "manifest.json").unlink()
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    del config["logger"]["project"], config["imports"], config["paths"]["reports_dir"]
+    for key in ("sync_every", "save_every_minutes", "compile", "compile_backend", "compile_mode", "eval_blocks"):
+        del config["trainer"][key]
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    weights = run / "model" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(RunDirError, match="damaged") as refused:
+        prune_checkpoints(run)
+    advised = re.search(r"export\.py (\S+) --out (\S+) --overwrite", str(refused.value))
+    assert advised and Path(advised[2]) == run / "model"
+    done = export_run(advised[1], advised[2], overwrite=True)
+    assert done["final"] and done["out"] == run / "model"
+    assert all(torch.equal(v, _weights(pretrained_run / "model")[k]) for k, v in _weights(run / "model").items())
+    assert prune_checkpoints(run)[0] == 2 and not (run / "checkpoints").exists()
+    assert yaml.safe_load((run / "config.yaml").read_text()) == config  # the run's record is read, never rewritten
+
