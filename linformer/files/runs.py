@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..errors import RunDirError
+from .locations import resolve_path
 from .mappings import parse_mapping
 
 # A run directory's record (what each holds: rundir.py): its files, and the folders of the models it saves
@@ -29,6 +30,27 @@ UNSEARCHED_DIRS = (CHECKPOINTS_DIR, WANDB_DIR)
 
 
 RESTORE = "Restore the file (from a copy), or start afresh under another run_name (or move {dir} away)."
+
+
+def run_now(recorded: str | Path, beside: str | Path) -> Path:
+    """The run directory an output's record names (`recorded`: an export's "run", the absolute path it had then)
+    where it is now, for `beside`, the output as it is now: as recorded while a run directory (its CONFIG) is there;
+    else, the run and the output having moved together (a clone, an outputs folder, a copy elsewhere), the run of that
+    name nearest the output: the folder holding it (an export's default place, <run>/model-step-N), else the recorded
+    path's last parts (<stage>/<run>, outputs/<stage>/<run>, ...) under a folder above it, the most of them found.
+    The recorded path where none is found (a run deleted, or moved apart from its output)."""
+    run = Path(resolve_path(str(recorded)))  # relative: from the repository, as every path a record names
+    if (run / CONFIG).is_file():
+        return run
+    output = Path(beside).resolve()
+    if output.parent.name == run.name and (output.parent / CONFIG).is_file():
+        return output.parent
+    parts = run.parts[1:] if run.is_absolute() else run.parts
+    for count in range(len(parts), 1, -1):  # the run's folder and at least the one above it (its stage's)
+        for above in output.parents:
+            if (above.joinpath(*parts[-count:]) / CONFIG).is_file():
+                return above.joinpath(*parts[-count:])
+    return run
 
 
 def read_record(run_dir: str | Path, name: str) -> dict:

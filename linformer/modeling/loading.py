@@ -44,6 +44,7 @@ from ..files.runs import (
     checkpoints_gone,
     complete_checkpoints,
     read_record,
+    run_now,
     step_of,
 )
 from ..shell import hydra_override, script_command, shell_command
@@ -205,8 +206,13 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
             "convert", hydra_override("model_path", settings.get("model_path")),
             *(hydra_override(f"model.{k}", v) for k, v in (settings.get("model") or {}).items()),
             f"seed={settings.get('seed')}", hydra_override("out_dir", str(model)))
-    if made == "export":
-        run, step = Path(str(settings.get("run"))), settings.get("step")
+    if made == "export":  # the run where it is now: it and the model may have moved together (a clone, outputs/)
+        run, step = run_now(str(settings.get("run")), model), settings.get("step")
+        if not (run / CONFIG).is_file():
+            return (f"it was exported from step {step} of {run}, which is gone (deleted, or moved apart from the "
+                    "model: no run of that name is found around it): export it again from where the run is now "
+                    f"({script_command('export', 'RUN', '--step', step, '--out', model, '--overwrite')}), or restore it from a "
+                    "copy")
         if not any(step_of(c) == step for c in complete_checkpoints(run)):
             return (f"it was exported from step {step} of {run}, whose checkpoint of that step is gone (its "
                     f"checkpoints {checkpoints_gone(run)}): restore it from a copy, or train the run again under "

@@ -31,13 +31,15 @@ MODEL_FORMAT = 2
 
 @contextlib.contextmanager
 def model_folder(final: str | os.PathLike, record: Mapping[str, Any] | None = None, overwrite: bool = False,
-                 flag: str = "overwrite=true", key: str | None = None, chosen: bool = False) -> Iterator[Path]:
+                 flag: str = "overwrite=true", key: str | None = None, chosen: bool = False,
+                 replaces: Mapping[str, Any] | None = None) -> Iterator[Path]:
     """``atomic.atomic_dir`` for a model folder (the block saves into the temporary it yields: ``save_model_dir``, a
     card): its MANIFEST records MODEL_FORMAT and the size and sha256 of every file in it but the card's, which
     ``outputs.output_damage`` reads back wherever the folder is taken as done or as a start. The card is left out: it
     is rewritten in place as the model goes on (a transfer's record, a finetuning's results), and no load reads it.
-    `chosen`: `final` is a run's own model/ (``atomic_dir``)."""
-    with atomic_dir(final, record, overwrite, flag, checksums=True, key=key, chosen=chosen) as tmp:
+    `chosen`: `final` is a run's own model/; `replaces`: the record of the earlier model there that this one replaces
+    as its own although it names other paths (``atomic_dir``)."""
+    with atomic_dir(final, record, overwrite, flag, checksums=True, key=key, chosen=chosen, replaces=replaces) as tmp:
         yield tmp
         files = [f for f in tmp.rglob("*") if f.is_file() and f.name not in (MANIFEST, CARD, SIDECAR)]
         write_json(tmp / MANIFEST, {**read_json(tmp / MANIFEST), "model_format": MODEL_FORMAT,

@@ -32,6 +32,7 @@ from ..files.runs import (
     complete_checkpoints,
     read_record,
     recorded_imports,
+    run_now,
     step_of,
 )
 from ..hydra_start import import_modules
@@ -82,15 +83,17 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     # the run's own model/ as an earlier version saved it, without manifest.json, is the run's to replace (with the
     # flag), as its trainer replaces it: prune's advice to write a damaged one again is this export
     chosen = out.resolve() == (run_dir / MODEL_DIR).resolve() and out.is_dir() and not (out / MANIFEST).exists()
+    moved = _moved_export(out, record, run_dir)
     # before the model is rebuilt; neither the run nor the model it started from may be what --out replaces
     flag = _asked("--overwrite", "overwrite=True")
-    check_output_dir(out, None if chosen else record, overwrite, flag,
+    check_output_dir(out, None if chosen else moved or record, overwrite, flag,
                      reads=[run_dir, getattr(spec, "model_path", None)], key=_asked("--out", "out="))
 
     model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
-    with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out="), chosen=chosen) as tmp:
+    with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out="), chosen=chosen,
+                      replaces=moved) as tmp:
         save_model_dir(model, tokenizer, tmp)  # the tokenizer as the run's model/ has it (model_max_length = n)
         if model_path:  # the start's card (conversion, transfer) with this run's finetuning, and its result where it is this step's
             card = start_card(model_path, model, spec.from_scratch)
@@ -98,6 +101,23 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
             write_model_card(tmp, finetuned_card(card, spec.run_name, type(model).__name__, run, run_dir, step),
                              folder=out.name)
     return {"out": out, "step": step, "checkpoint": checkpoint, "metrics": metrics, "final": final}
+
+
+def _moved_export(out: Path, record: dict, run_dir: Path) -> dict | None:
+    """The manifest of the model at `out` where it is this run's export of the same step made before the run moved
+    (it names the run's path then: ``files.runs.run_now`` finds the run from where the model is now); then a note on
+    stderr says so. Such a model is this export's own, written again without the overwrite flag, as one recording
+    the run's path now is (``atomic.atomic_dir``'s `replaces`). None otherwise."""
+    made = read_json(out / MANIFEST) if out.is_dir() else {}
+    settings = made.get("settings") or {}
+    if made.get("command") != record["command"] or settings == record["settings"] or \
+            settings.get("step") != record["settings"]["step"]:
+        return None
+    if run_now(str(settings.get("run")), out).resolve() != run_dir.resolve():
+        return None
+    print(f"note: {out} was exported from step {settings.get('step')} of {settings.get('run')}, the run now at "
+          f"{run_dir}: it is written again as its export.", file=sys.stderr, flush=True)
+    return made
 
 
 def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:

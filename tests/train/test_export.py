@@ -493,3 +493,42 @@ def test_the_export_that_prune_advises_for_an_older_runs_damaged_model_writes_it
     assert prune_checkpoints(run)[0] == 2 and not (run / "checkpoints").exists()
     assert yaml.safe_load((run / "config.yaml").read_text()) == config  # the run's record is read, never rewritten
 
+
+def test_a_model_exported_before_its_run_moved_is_written_again_from_the_run_where_it_is_now(pretrained_run,
+                                                                                          tmp_path):
+    """An export's manifest names its run by the path it had then. Once the run and the model moved together (a
+    clone, an outputs folder), a damaged model was said to have lost its checkpoints ("whose checkpoint of that step
+    is gone"), though the run keeps them. The advice names the run where it is now, found from where the model is (in
+    the run, the export's default place, or beside it under the same folders), and pasting it writes the model again,
+    as that run's export; a run gone for good is said to be gone, with the export to give it where it is."""
+    import re
+
+    from linformer.modeling.loading import resolve_model_path
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    run = old / "outputs" / "pretrain" / "p"
+    shutil.copytree(pretrained_run, run)
+    inside = export_run(run, step=4)["out"]  # <run>/model-step-00000004
+    apart = export_run(run, old / "exports" / "p4", step=4)["out"]
+    old.rename(new)
+    run = new / "outputs" / "pretrain" / "p"
+    for model in (new / inside.relative_to(old), new / apart.relative_to(old)):
+        weights = model / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:1000])
+        with pytest.raises(CheckpointError) as refused:
+            resolve_model_path(str(model))
+        advice = re.search(r"write it again: python scripts/export\.py (\S+) --step 4 --out (\S+)\.$",
+                           str(refused.value))
+        assert advice and Path(advice[1]) == run and Path(advice[2]) == model, str(refused.value)
+        assert export_run(advice[1], advice[2], step=4)["out"] == model  # no overwrite flag: the run's own export
+        assert json.loads((model / "manifest.json").read_text())["settings"]["run"] == str(run)
+        state = load_file(run / "checkpoints" / "step-00000004" / "model.safetensors")
+        assert all(torch.equal(_weights(model)[k], state[k]) for k in state)
+    shutil.rmtree(run)
+    weights = new / "exports" / "p4" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"it was exported from step 4 of {run}, which is gone (deleted, or moved apart from the model: no run of "
+            f"that name is found around it): export it again from where the run is now (python scripts/export.py "
+            f"RUN --step 4 --out {new / 'exports' / 'p4'} --overwrite)")):
+        resolve_model_path(str(new / "exports" / "p4"))
