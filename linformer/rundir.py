@@ -210,7 +210,7 @@ def refused_changes(diff: Mapping[str, tuple], allow_change: bool | list[str] | 
     return {k: v for k, v in diff.items() if k not in allowed}
 
 
-CHANGEABLE_FACTS = ("processes",)  # what allow_config_change may name beside config keys (the training core checks it)
+CHANGEABLE_FACTS = ("processes", "token_count")  # what allow_config_change may name beside config keys (the training core checks it)
 
 
 def _check_allowed_keys(allow_change: bool | list[str] | None, recorded: Mapping, requested: Mapping) -> None:

@@ -101,6 +101,7 @@ def warn_unseen_labels(spec, train, data_dir: str | None, of: int | None = None)
 
 class FinetuneTask(TrainingTask):
     stage = "finetune"
+    pads = True  # examples padded to the longest in their batch
     min_tokens_key = "min_train_tokens"  # the key min_train_tokens(run) reads, for the error naming it
 
     def __init__(self, run: TaskRunSpec, settings: TrainerSettings, world: int, rank: int,

@@ -30,6 +30,7 @@ class TrainingTask:
     default_eval_every: int | None = None  # steps; trainer.eval_every overrides it
     flops_per_token: float | None = None   # training FLOPs per token, for MFU
     compile_dynamic: bool | None = None    # trainer.compile: False = every shape fixed; None = Dynamo's automatic
+    pads = False                    # its batches are padded: versions that counted padding in `tokens` gave another count
     peak_flops: float | None = None        # the device's dense peak FLOP/s at the run's precision, for MFU
     tracker_tags: Sequence[str] = ()       # (immutable defaults: a subclass instance assigns its own)
     # what the trackers' config gets beside the run's (common.tracker_config: its model's architecture, ...)

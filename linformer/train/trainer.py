@@ -466,6 +466,7 @@ class Trainer:
             raise ConfigError(f"trainer.max_steps={self.settings.max_steps} is below the step of the checkpoint the run "
                               f"continues ({path}, step {step}): give trainer.max_steps above {step}.")
         self._check_global_batch()
+        self._check_token_count(step)
         self.task.keep_draws(self.state)
         self.state["resumed_from_step"] = step
         self._wall_before = self.state.get("wall_time_s", 0.0)
@@ -524,6 +525,26 @@ class Trainer:
                 "records it).")
         self.record.allowed_changes = {**self.record.allowed_changes, "processes": (ran_on, world),
                                        "global batch": (before, now)}
+
+    def _check_token_count(self, step: int) -> None:
+        """A run of padded batches begun by a version that counted their padding in `tokens` (and tokens/s): its
+        metrics.jsonl rows and its checkpoint's count up to `step` are padded tokens, and this version counts real
+        ones, so continued, the run's tokens column and its summary's tokens and tokens/s would mix two quantities.
+        Told by run.json: an attempt of those versions recorded no `start_step` (recorded since, with the real
+        count). Refused unless allowed (``token_count``), then recorded in run.json's changes at `step`."""
+        info = self.record.info()
+        attempts = [*info.get("attempts", []), *([info] if "started" in info else [])]
+        if not self.task.pads or not any("start_step" not in a for a in attempts):
+            return
+        allow = self.settings.allow_config_change
+        if not (allow is True or "token_count" in (allow or [])):
+            raise ConfigError(
+                f"{self.run_dir} was begun by an earlier version, which counted the padding of its batches in "
+                f"`tokens` (metrics.jsonl and its checkpoint, steps 1-{step}); this version counts real tokens, so "
+                "continued, its tokens and tokens/s would mix the two. Add trainer.allow_config_change=[token_count] "
+                f"to continue it so (run.json records the change at step {step}), or finetune again under another "
+                "run_name for one count.")
+        self.record.allowed_changes = {**self.record.allowed_changes, "token_count": ("padded", "real")}
 
     def _same_global_batch(self, before: int) -> str:
         """", or keep its global batch here by adding <overrides>" (_global_batch_overrides), or "" where none."""

@@ -1167,3 +1167,27 @@ def test_every_run_checks_its_training_rows_labels_from_the_cache_too(tmp_path, 
         _run(tmp_path / name, sst2_dir, pretrained_run, "max_train_examples=36", "validation_fraction=null",
              f"task_cache_dir={tmp_path / 'task_cache'}", "trainer.max_steps=1")
     assert len(seen) == 2 and seen[0] == seen[1] and seen[0][0] == 36 and seen[0][1] > 36
+
+
+def test_a_run_begun_by_a_version_that_counted_padding_continues_only_when_the_token_count_change_is_allowed(
+        tmp_path, sst2_dir, pretrained_run):
+    """A finetuning run begun by a version that counted its batches' padding in `tokens` (its run.json's attempts
+    record no start_step) and resumed here went on counting real tokens: metrics.jsonl's tokens, the summary's tokens
+    and tokens/s mixed two quantities without a word. The resume is refused, naming the allowance; allowed, run.json
+    records the change at the step resumed from."""
+    from linformer.errors import ConfigError
+
+    first, run = _run(tmp_path, sst2_dir, pretrained_run, "trainer.epochs=1")
+    info = json.loads((run / "run.json").read_text())
+    older = {k: v for k, v in info.items() if k not in ("start_step", "processes", "environment", "command")}
+    (run / "run.json").write_text(json.dumps(older))
+    rows = (run / "metrics.jsonl").read_text()
+    with pytest.raises(ConfigError, match=rf"begun by an earlier version, which counted the padding .*steps "
+                                          rf"1-{first['steps']}\).*trainer.allow_config_change=\[token_count\]"):
+        _run(tmp_path, sst2_dir, pretrained_run, "trainer.epochs=2", "trainer.allow_config_change=[trainer.epochs]")
+    assert (run / "metrics.jsonl").read_text() == rows and json.loads((run / "run.json").read_text()) == older
+    further, _ = _run(tmp_path, sst2_dir, pretrained_run, "trainer.epochs=2",
+                      "trainer.allow_config_change=[trainer.epochs,token_count]")
+    changes = json.loads((run / "run.json").read_text())["changes"]
+    assert {"step": first["steps"], "key": "token_count", "from": "padded", "to": "real"} in changes
+    assert further["steps"] == 2 * first["steps"]
