@@ -84,7 +84,8 @@ class RunSpec:
     def read(cls: type[_Spec], cfg) -> _Spec:
         """The spec of `cfg` (a composed config or a mapping of the same shape), every group checked."""
         plain = plain_config(cfg, cls.stage)
-        _check_projection(plain)
+        if plain.get("init_from") is None:  # a run continued from a saved model does not apply the model group
+            _check_projection(plain)
         return cls(config=plain, **cls._common(plain), **cls._own(plain))
 
     @classmethod
