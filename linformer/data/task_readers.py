@@ -298,6 +298,7 @@ class _CsvRow(NamedTuple):
     first: int  # the line it starts on
     last: int  # the line it ends on: a quoted field's line breaks take in the lines after its first
     unclosed: int | None  # the line of a quote it opens and never closes (the file ends inside it), else None
+    astray: bool  # a quoted field of it closes astray: its quote is followed by neither a comma nor the line's end
     give_back: Callable[[], None]  # hands its lines after its first to the rows after it (a row skipped as bad)
 
 
@@ -319,9 +320,9 @@ def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[_CsvRow]:
             continue
         text = "".join(line for _, line in lines)
         # only a row cut at the file's end (its last line without a line end) or one over several lines can end
-        # inside its quotes: the scan is spared the rest
-        opened = _unclosed_quote(text) if len(lines) > 1 or not text.endswith(("\n", "\r")) else None
-        yield _CsvRow(row, lines[0][0], lines[-1][0], None if opened is None else _line_at(lines, opened),
+        # inside its quotes, or take in lines up to a quote that closes astray: the scan is spared the rest
+        opened, astray = _quote_faults(text) if len(lines) > 1 or not text.endswith(("\n", "\r")) else (None, False)
+        yield _CsvRow(row, lines[0][0], lines[-1][0], None if opened is None else _line_at(lines, opened), astray,
                       lambda lines=lines: feed.back.extendleft(reversed(lines[1:])))
 
 
@@ -331,15 +332,19 @@ _FIELD_QUOTE = re.compile(r'(?<![^,\r\n])"')
 _QUOTED_REST = re.compile(r'[^"]*(?:""[^"]*)*"(?!")')
 
 
-def _unclosed_quote(text: str) -> int | None:
-    """Where in a csv row's text (it starts a row) a quote opens that never closes, or None where none does."""
-    at = 0
+def _quote_faults(text: str) -> tuple[int | None, bool]:
+    """(where in a csv row's text (it starts a row) a quote opens that never closes, or None where none does; whether
+    a quoted field closes astray, its closing quote followed by neither a comma nor a line end). csv, as pandas does,
+    reads on past such a quote as text of the field; a valid file's quoted field never closes so (strict csv refuses
+    it), a stray quote's usually does: at the opening quote of a quoted field on a later line."""
+    at, astray = 0, False
     while (opened := _FIELD_QUOTE.search(text, at)) is not None:
         closed = _QUOTED_REST.match(text, opened.end())
         if closed is None:
-            return opened.start()
+            return opened.start(), astray
         at = closed.end()
-    return None
+        astray = astray or text[at:at + 1] not in ("", ",", "\r", "\n")
+    return None, astray
 
 
 def _line_at(lines: list[tuple[int, str]], offset: int) -> int:
@@ -390,10 +395,11 @@ def _fitting_csv_rows(csv_path: Path, rows: Iterator[_CsvRow], header: list[str]
                       skip: str = SKIP_SETTING) -> Iterator[tuple[list[str] | None, int, str]]:
     """(fields, first line, where) of each row of `rows` (a csv file's after its `header`) of its fields, fields None
     for a row skipped as bad (skip_bad_rows; else a TaskDataError naming its line, `skip` the setting or flag that
-    skips it): a quote never closed, a text column (`idx`) that took in lines reading as rows of their own, a wrong
-    count of fields. A skipped row's lines after its first are read again as the rows they are."""
+    skips it): a quote never closed, a text column (`idx`) that took in lines reading as rows of their own up to a
+    quote closing astray, a wrong count of fields. A skipped row's lines after its first are read again as the rows
+    they are."""
     width = len(header)
-    for row, first, last, unclosed, give_back in rows:
+    for row, first, last, unclosed, astray, give_back in rows:
         if unclosed is not None:
             if not skip_bad_rows:
                 runs = f" (it takes in lines {unclosed}-{last})" if last > unclosed else ""
@@ -405,8 +411,11 @@ def _fitting_csv_rows(csv_path: Path, rows: Iterator[_CsvRow], header: list[str]
             yield None, first, f"{csv_path}:{first}"
             continue
         # a quote left open takes the lines after it into one field: a wrong count of fields shows it, and so do
-        # lines taken in that read as rows of their own (a right count then, their labels lost without a word)
-        swallowed = last > first and len(row) == width and any(_rows_inside(row[i], width) for i in idx)
+        # lines taken in that read as rows of their own up to a quote that closes astray (a right count then, their
+        # labels lost without a word); a quoted text whose quote closes where a field ends is read as written, as
+        # csv and pandas read it, whatever its lines look like
+        swallowed = (last > first and astray and len(row) == width
+                     and any(_rows_inside(row[i], width) for i in idx))
         where = f"{csv_path}:{first}" + (f" (the row runs to line {last}: a quote left open on line {first}?)"
                                          if last > first and (len(row) != width or swallowed) else "")
         if swallowed:
@@ -424,7 +433,8 @@ def _fitting_csv_rows(csv_path: Path, rows: Iterator[_CsvRow], header: list[str]
 
 
 def _rows_inside(text: str, width: int) -> bool:
-    """Whether a field's later lines parse as csv rows of `width` fields: rows an open quote took in."""
+    """Whether a field's later lines parse as csv rows of `width` fields: rows an open quote took in, where its
+    quote closes astray (``_quote_faults``)."""
     lines = io.StringIO(text, newline="").readlines()[1:]  # split as the file's lines are (``_line_pieces``)
     return any(len(fields) == width for fields in _csv_reader(lines))
 

@@ -613,6 +613,28 @@ def test_an_imdb_quote_left_open_that_swallows_whole_rows_with_the_right_field_c
     assert not any("\n" in text for text in cols["text"])  # no review holds another's lines
 
 
+@pytest.mark.parametrize("skip_bad_rows", [False, True])
+def test_a_quoted_text_over_lines_that_read_as_rows_is_read_as_written_where_its_quote_closes(tmp_path, monkeypatch,
+                                                                                             skip_bad_rows):
+    """A review of two paragraphs whose second one parses alone as a row of the header's count of fields (one comma
+    in a text,label file) was refused as a quote left open, or with skip_bad_rows dropped as 2 bad rows, though its
+    quote closes where a field ends: csv and pandas read it as one row, and so does every reader of csv here (a task's
+    csv, IMDB's, predict's input). A stray quote closes astray (at the next quoted field's opening quote) and is
+    still refused, by the test above."""
+    review = "First paragraph.\r\nSecond paragraph, one comma."
+    name = _file_of(tmp_path, monkeypatch, "csv", ["fine|1", f'"{review}"|0', "after|1"])
+    expected = ["fine", review, "after"]
+    assert [row["sentence"] for row in csv.DictReader((tmp_path / "train.csv").open(newline=""))] == expected
+    assert read_task_split(name, str(tmp_path), "train", skip_bad_rows) == (
+        {"sentence": expected, "labels": [1, 0, 1], task_readers.ROW: [2, 3, 5]}, 0)
+    rows = task_readers.text_rows(tmp_path / "train.csv", ("sentence",), str.strip, skip_bad_rows,
+                                  "pass --skip-bad-rows", "--text-columns")
+    assert list(rows) == [(2, {"sentence": "fine"}), (3, {"sentence": review}), (5, {"sentence": "after"})]
+    _imdb_rows_csv(tmp_path, ["s0,1,9,fine", 's1,0,2,"Gone.\nx,1,9,the second line reads as a row."', "s2,1,8,after"])
+    cols, skipped = read_task_split("imdb", str(tmp_path), "train", skip_bad_rows)
+    assert (cols["text"], skipped) == (["fine", "Gone.\nx,1,9,the second line reads as a row.", "after"], 0)
+
+
 def _count_encoded(monkeypatch) -> list[int]:
     """Record how many rows each tokenizer batch holds."""
     sizes: list[int] = []
