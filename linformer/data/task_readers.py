@@ -100,13 +100,25 @@ def _add_row(cols: dict[str, list], texts: Mapping[str, str], label: int, row: i
     cols[ROW].append(row)
 
 
+# a code point of UTF-16's surrogate halves: in a Python string one is a lone half (a pair is read as the character
+# it encodes), which no UTF-8 text holds and the tokenizers refuse with a TypeError; JSON's escapes ("\ud800") give one
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(text: str) -> str | None:
+    """The first lone surrogate of `text` as JSON escapes it (\\ud800), or None: an ASCII text is spared the scan."""
+    found = None if text.isascii() else _SURROGATE.search(text)
+    return None if found is None else f"\\u{ord(found.group()):04x}"
+
+
 def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool, skip: str = SKIP_SETTING) -> bool:
     """False for a row to skip (counted by the caller) whose text field (column: its text, as read and cleaned) is
-    empty, where the model would train or be scored on no text at all under a label, or holds a NUL byte, which no
-    text holds (a binary file's bytes, as the corpus refuses them). It raises unless skip_bad_rows. An aclImdb review
-    is a row of its own file (`where` the file, its one text under the column None)."""
+    empty, where the model would train or be scored on no text at all under a label, holds a NUL byte, which no
+    text holds (a binary file's bytes, as the corpus refuses them), or a lone surrogate (``_lone_surrogate``: a JSON
+    line's escape of half a character, which the tokenizer cannot encode). It raises unless skip_bad_rows. An aclImdb
+    review is a row of its own file (`where` the file, its one text under the column None)."""
     for text in texts.values():
-        if not text or "\x00" in text:
+        if not text or "\x00" in text or _lone_surrogate(text):
             break
     else:
         return True
@@ -116,9 +128,13 @@ def _texts_fit(texts: Mapping[str | None, str], where: str, skip_bad_rows: bool,
         if empty:
             what = f"empty text in column {empty[0]}: write the row's text" if empty[0] is not None else \
                 "empty review (no text, or whitespace and line breaks only): write its text, or delete the file"
-        else:
+        elif binary:
             what = (f"a NUL byte in column {binary[0]}" if binary[0] is not None else "a NUL byte in the review") + \
                 " (a binary file?): remove it"
+        else:
+            column, half = next((c, h) for c, text in texts.items() if (h := _lone_surrogate(text)))
+            what = (f"a lone surrogate {half} " + (f"in column {column}" if column is not None else "in the review") +
+                    " (half of a character's UTF-16 pair, no character alone): write the whole pair, or remove it")
         raise TaskDataError(f"{where}: {what}, or {skip} to skip and count such rows")
     return False
 

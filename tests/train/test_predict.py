@@ -142,6 +142,20 @@ def test_a_bad_row_is_refused_naming_its_line_or_skipped_and_counted(scratch, tm
         _predict(scratch, source, skip_bad_rows=True)
 
 
+def test_a_lone_surrogate_escaped_in_a_jsonl_line_is_a_bad_row_named_by_its_line(scratch, tmp_path):
+    """json reads "\\ud800" as half of a UTF-16 pair, no character, which the tokenizer refused with a TypeError
+    traceback (--skip-bad-rows too): it is a bad row naming its line and column; a whole pair is its character."""
+    source = tmp_path / "surr.jsonl"
+    source.write_text('{"sentence": "the cat"}\n{"sentence": "lone \\ud800 x"}\n{"sentence": "a dog \\ud83d\\ude00"}\n'
+                      '{"sentence": "the garden \\udc00"}\n')
+    with pytest.raises(TaskDataError, match=r"surr.jsonl:2: a lone surrogate \\ud800 in column sentence \(half of a "
+                                            r"character's UTF-16 pair.*, or pass --skip-bad-rows to skip"):
+        _predict(scratch, source)
+    rows, summary = _predict(scratch, source, skip_bad_rows=True)
+    assert [r["row"] for r in rows] == [1, 3] and summary.skipped == 2
+    assert [r["label"] for r in rows] == _alone(scratch, ["the cat", "a dog \U0001f600"])
+
+
 def test_a_model_that_is_not_a_classifier_is_refused(tmp_path, scratch):
     from linformer.modeling import LinformerForMaskedLM
 
