@@ -212,11 +212,12 @@ def _csv_error(err: csv.Error, where: str) -> TaskDataError:
 
 
 def _tsv_rows(path: Path) -> Iterator[tuple[list[str], int]]:
-    """(row, its line) for each row of a GLUE tsv file (tab-separated, no quoting), a blank line left out."""
+    """(row, its line) for each row of a GLUE tsv file (tab-separated, no quoting), a blank line left out: empty, or
+    of whitespace alone (tabs too), as the corpus reads a blank line (``str.isspace``)."""
     reader = csv.reader(_utf8_lines(path), delimiter="\t", quoting=csv.QUOTE_NONE)
     try:
         while (row := _next_row(reader)) is not None:
-            if row:
+            if row and not "\t".join(row).isspace():
                 yield row, reader.line_num
     except csv.Error as err:
         raise _csv_error(err, f"{path}:{reader.line_num}") from None
@@ -319,9 +320,10 @@ class _CsvRow(NamedTuple):
 
 
 def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[_CsvRow]:
-    """The rows of a csv file's lines, a blank line left out. A quote left open on one line takes the lines after it
-    into that row, up to the next quote, or to the file's end (``unclosed``: csv would return the row as a whole
-    one): ``give_back`` hands a skipped row's lines after its first to the rows after it, which they are."""
+    """The rows of a csv file's lines, a blank line (empty, or whitespace alone) left out. A quote left open on one
+    line takes the lines after it into that row, up to the next quote, or to the file's end (``unclosed``: csv would
+    return the row as a whole one): ``give_back`` hands a skipped row's lines after its first to the rows after it,
+    which they are."""
     reader = csv.reader(feed)
     while True:
         feed.taken = []
@@ -335,6 +337,8 @@ def _csv_rows(feed: _LineFeed, path: Path) -> Iterator[_CsvRow]:
         if not row:
             continue
         text = "".join(line for _, line in lines)
+        if len(lines) == 1 and text.isspace():  # a line of whitespace alone is blank, as the corpus reads it
+            continue
         # only a row cut at the file's end (its last line without a line end) or one over several lines can end
         # inside its quotes, or take in lines up to a quote that closes astray: the scan is spared the rest
         opened, astray = _quote_faults(text) if len(lines) > 1 or not text.endswith(("\n", "\r")) else (None, False)
@@ -638,9 +642,10 @@ def text_rows(path: str | Path, columns: tuple[str, ...], clean: Callable[[str],
     number rows (a row's line is its first line in the file, as their errors name it): .tsv (GLUE's, no quoting) and
     .csv (quoted fields) with a header naming `columns`, .jsonl (an object a line holding `columns` as strings), any
     other file plain text, one text a line (`columns` one). Each text is `clean`ed (a task's ``TEXT_CLEANING``, else
-    stripped); a blank line is left out, as the task readers leave it. A bad row (a wrong count of fields, an empty
-    text, a line that is not such an object) is (line, None) with skip_bad_rows, else a TaskDataError naming the file
-    and line (`skip`: the flag that skips it; `columns_flag`: the one that names the columns)."""
+    stripped); a blank line (empty, or whitespace alone) is left out, as the task readers leave it. A bad row (a
+    wrong count of fields, an empty text, a line that is not such an object) is (line, None) with skip_bad_rows, else
+    a TaskDataError naming the file and line (`skip`: the flag that skips it; `columns_flag`: the one that names the
+    columns)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".tsv", ".csv"):
@@ -652,7 +657,7 @@ def text_rows(path: str | Path, columns: tuple[str, ...], clean: Callable[[str],
             raise ConfigError(f"{path}: a plain text file holds one text a line, and the model reads pairs of texts "
                               f"({', '.join(columns)}): give them as a .tsv, .csv or .jsonl file with those columns")
         for number, line in enumerate(_utf8_lines(path), 1):
-            if line.strip("\r\n"):
+            if line.strip():  # a line of whitespace alone is blank, as the corpus reads it
                 text = {columns[0]: clean(line.rstrip("\r\n"))}
                 yield number, text if _texts_fit(text, f"{path}:{number}", skip_bad_rows, skip) else None
 

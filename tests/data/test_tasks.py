@@ -1159,13 +1159,15 @@ LONG = "word " * 30_000  # 150,000 characters: past csv's own cap on a field (13
     (["good film|1", "bad film|0"], "\r", ["good film", "bad film"], [2, 3]),  # classic Mac OS text: CR ends lines
     (["good film|1", "bad film|0"], "\r\r\n", ["good film", "bad film"], [2, 3]),  # a CRLF converted twice
     (["good film|1", "", "bad film|0", ""], "\n", ["good film", "bad film"], [2, 4]),  # blank lines, one at the end
+    # lines of whitespace alone (a form feed, a tab, spaces: an editor's leavings at the end) are blank lines too
+    (["good film|1", "\f", "bad film|0", "\t ", "   "], "\n", ["good film", "bad film"], [2, 4]),
     ([f"{LONG}|1", "short|0"], "\n", [LONG.strip(), "short"], [2, 3]),
-], ids=["CR", "CRCRLF", "blank lines", "a long text"])
+], ids=["CR", "CRCRLF", "blank lines", "whitespace lines", "a long text"])
 def test_a_task_file_s_line_ends_blank_lines_and_long_texts_are_read(tmp_path, monkeypatch, fmt, lines, end, texts,
                                                                      rows):
     """A CR-only file or a text past 131,072 characters was a raw _csv.Error traceback naming neither file nor line,
-    and a blank line (one at the end too) a malformed row of 0 fields: each is read as any editor shows it, each row
-    numbered by its line as an editor numbers it."""
+    and a blank line (one at the end too) a malformed row of 0 fields, a line of whitespace alone one of 1 field:
+    each is read as any editor shows it, each row numbered by its line as an editor numbers it."""
     name = _file_of(tmp_path, monkeypatch, fmt, lines, end)
     expected = {"sentence": texts, "labels": [1, 0], task_readers.ROW: rows}
     assert read_task_split(name, str(tmp_path), "train") == (expected, 0)

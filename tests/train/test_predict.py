@@ -128,18 +128,35 @@ def test_a_converted_bert_classifier_reads_pairs_by_the_columns_given(converted,
 def test_a_bad_row_is_refused_naming_its_line_or_skipped_and_counted(scratch, tmp_path):
     """An empty text is refused as finetuning refuses it, and a row of too many fields; --skip-bad-rows counts them."""
     source = tmp_path / "bad.tsv"
-    source.write_text("sentence\nthe cat\n \t\na dog\ttoo\tmany\nthe garden\n")
+    source.write_text("sentence\tid\nthe cat\t1\na dog\ttoo\tmany\nthe garden\t3\n")
     with pytest.raises(TaskDataError, match=r"bad.tsv:3: malformed row.*; pass --skip-bad-rows to skip"):
         _predict(scratch, source)
-    source.write_text("sentence\nthe cat\n   \nthe garden\n")
+    source.write_text("sentence\tid\nthe cat\t1\n   \t2\nthe garden\t3\n")
     with pytest.raises(TaskDataError, match=r"bad.tsv:3: empty text in column sentence.*, or pass --skip-bad-rows to skip"):
         _predict(scratch, source)
-    source.write_text("sentence\nthe cat\n   \na dog\ttoo\nthe garden\n")
+    source.write_text("sentence\tid\nthe cat\t1\n   \t2\na dog\ttoo\tmany\nthe garden\t4\n")
     rows, summary = _predict(scratch, source, skip_bad_rows=True)
     assert [r["row"] for r in rows] == [2, 5] and summary.skipped == 2
-    source.write_text("sentence\n   \n")
+    source.write_text("sentence\tid\n   \t1\n")
     with pytest.raises(TaskDataError, match=r"all 1 rows are bad rows"):
         _predict(scratch, source, skip_bad_rows=True)
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".tsv", ".csv", ".jsonl"])
+def test_a_line_of_whitespace_alone_is_left_out_as_an_empty_line_is(scratch, tmp_path, suffix):
+    """A line of spaces, a lone form feed (a page break), a tab or U+2028 alone read as blank in the corpus, but a
+    plain-text input refused them as "empty text", and a tsv or csv as "malformed row: 1 fields" (editors leave such
+    lines at a file's end): each is left out, as an empty line is, the rows keeping their lines' numbers."""
+    texts = ["the cat", "a dog sees the river", "the garden"]
+    head, row = {".txt": ("", "{}"), ".tsv": ("sentence\tid\n", "{}\t0"), ".csv": ("sentence,id\n", '"{}",0'),
+                 ".jsonl": ("", '{{"sentence": "{}"}}')}[suffix]
+    source = tmp_path / f"in{suffix}"
+    source.write_text(head + row.format(texts[0]) + "\n   \n\f\n" + row.format(texts[1]) + "\n\t \n\u2028\n"
+                      + row.format(texts[2]) + "\n  \n", encoding="utf-8")
+    rows, summary = _predict(scratch, source)
+    first = 1 + bool(head)
+    assert [r["row"] for r in rows] == [first, first + 3, first + 6] and summary.skipped == 0
+    assert [r["label"] for r in rows] == _alone(scratch, texts)
 
 
 def test_a_lone_surrogate_escaped_in_a_jsonl_line_is_a_bad_row_named_by_its_line(scratch, tmp_path):
@@ -173,11 +190,11 @@ def test_the_script_writes_its_output_whole_and_refuses_in_one_line(scratch, tmp
     err = capsys.readouterr().err
     assert [json.loads(line)["row"] for line in out.read_text().splitlines()] == [1, 2]
     assert "predicted 2 rows" in err and "weights_sha256 " in err and "task sst2" in err
-    source.write_text("the cat\n   \n")
+    source.write_text("the cat\nbin\x00ary\n")
     assert run_script("predict", [scratch, "--input", str(source), "--output", str(tmp_path / "o2.jsonl")],
                       monkeypatch) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and f"{source}:2: empty text" in lines[0]
+    assert len(lines) == 1 and f"{source}:2: a NUL byte" in lines[0]
     assert not (tmp_path / "o2.jsonl").exists()  # nothing half-written
     assert run_script("predict", [str(tmp_path), "--input", str(source)], monkeypatch) == 2
     assert capsys.readouterr().err.count("error:") == 1
@@ -185,7 +202,7 @@ def test_the_script_writes_its_output_whole_and_refuses_in_one_line(scratch, tmp
     assert f"error: --input {tmp_path / 'nope.txt'}: no such file" in capsys.readouterr().err
     assert run_script("predict", [scratch, "--input", str(source), "--output", str(source), "--overwrite"],
                       monkeypatch) == 2
-    assert "is the --input file" in capsys.readouterr().err and source.read_text() == "the cat\n   \n"
+    assert "is the --input file" in capsys.readouterr().err and source.read_text() == "the cat\nbin\x00ary\n"
 
 
 def test_the_task_a_models_card_records_gives_its_columns(converted, tmp_path):
