@@ -9,8 +9,6 @@ import os
 import platform
 import re
 import statistics
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -18,6 +16,7 @@ import torch
 
 from ..devices import cpu_model_name
 from ..modeling import threads
+from ..native import fd2_filtered
 
 
 def synchronize(device: torch.device) -> None:
@@ -196,37 +195,11 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int | N
 _KINETO_LINE = re.compile(rb"(?:USDT|STAGE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \w+\.cpp:\d+\] ")
 
 
-@contextlib.contextmanager
 def _kineto_lines_dropped():
-    """Inside the block, file descriptor 2 writes to a temporary file; at its end (an exception included) fd 2 is
-    restored and every line written meanwhile is written to it again, except kineto's (_KINETO_LINE): two lines per
-    profiled call would bury a benchmark's own output. Other lines written inside the block come out at its end.
-    Where the redirection cannot be set up (no fd 2, no writable temporary folder), the block runs unfiltered."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        sys.stderr.flush()
-    held = None
-    with contextlib.ExitStack() as opened:
-        try:
-            held = opened.enter_context(tempfile.TemporaryFile())  # first: a failure here leaves no descriptor open
-            saved = os.dup(2)
-            opened.callback(os.close, saved)
-            os.dup2(held.fileno(), 2)
-        except OSError:
-            held = None
-        if held is not None:
-            try:
-                yield
-            finally:
-                with contextlib.suppress(OSError, ValueError, AttributeError):
-                    sys.stderr.flush()
-                os.dup2(saved, 2)
-                held.seek(0)
-                kept = b"".join(line for line in held if not _KINETO_LINE.match(line))
-                with contextlib.suppress(OSError):  # a stderr whose reader has gone loses these lines as it would have
-                    while kept:
-                        kept = kept[os.write(2, kept):]
-    if held is None:  # outside the except: an error of the block is not chained to the OSError
-        yield
+    """``native.fd2_filtered`` keeping every line written to fd 2 inside the block but kineto's (_KINETO_LINE): two
+    lines per profiled call would bury a benchmark's own output."""
+    return fd2_filtered(lambda written: b"".join(line for line in written.splitlines(keepends=True)
+                                                 if not _KINETO_LINE.match(line)))
 
 
 def peak_tensor_bytes(fn: Callable[[], object], device: torch.device) -> int:

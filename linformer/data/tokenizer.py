@@ -27,6 +27,7 @@ from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, listing, made_by
 from ..logfile import say
 from ..modeling.values import ceil_div
+from ..native import is_panic, panic_reports_dropped
 from ..progress import progress_said, progress_to_log_file
 from ..shell import script_command
 from ..signals import signals_stop
@@ -448,13 +449,21 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
 
         from .io import load_auto
 
+        unusable = (f"{key}={name_or_dir!r}: the hub's tokenizer cannot be used here, the tokenizers library "
+                    "panics {doing} it ({why}): give a local model directory with a tokenizer that loads.")
         try:
-            loaded = load_auto(AutoTokenizer, str(name_or_dir))
+            with panic_reports_dropped():
+                loaded = load_auto(AutoTokenizer, str(name_or_dir))
         except OSError as err:  # the hub's own retries failed (no network), or it has no such repo
             why = first_line(err)
             raise HubOfflineError(f"{key}={name_or_dir!r} is not a folder here, and its tokenizer could not be read "
                                   f"from the hub ({why}): give a local model directory, or check the name and the "
                                   "network.") from err
+        except BaseException as err:
+            if not is_panic(err):
+                raise
+            raise CheckpointError(unusable.format(doing="reading", why=first_line(err))) from err
+        _check_encodes(loaded, lambda why: unusable.format(doing="encoding a text with", why=why))
         return texts_as_text(loaded)
     return texts_as_text(_load_folder(folder, key))
 
@@ -483,12 +492,14 @@ def _load_folder(folder: Path, key: str, saved: Mapping | None = None):
     if config.is_file():  # a few hundred bytes; transformers would load an unknown class as a generic tokenizer
         _check_tokenizer_class(config, _tokenizer_json(config))
     try:
-        loaded = load_auto(AutoTokenizer, str(folder))
+        with panic_reports_dropped():
+            loaded = load_auto(AutoTokenizer, str(folder))
     except LinformerError:  # says what is wrong: a folder asking to run its own code is not damaged
         raise
-    except Exception as err:
-        # the Rust tokenizer's own parse errors are plain Exceptions; anything more specific is not the files' fault
-        if type(err) is not Exception and not isinstance(err, (ValueError, KeyError, TypeError, OSError)):
+    except BaseException as err:
+        # the Rust tokenizer's own parse errors are plain Exceptions, or its panics on a file written by hand;
+        # anything more specific is not the files' fault (nor Ctrl-C, nor an exit)
+        if not (is_panic(err) or type(err) is Exception or isinstance(err, (ValueError, KeyError, TypeError, OSError))):
             raise
         check_tokenizer_dir(folder, key)  # names the damaged file where its parse does
         if _loads_as_saved(folder):  # intact files: the class named for them is another kind of tokenizer
@@ -503,7 +514,30 @@ def _load_folder(folder: Path, key: str, saved: Mapping | None = None):
         raise CheckpointError(f"{folder} ({key}): its tokenizer loads with no vocabulary beyond its "
                               f"{len(loaded.added_tokens_decoder)} special tokens, a file of it is damaged: {_recover()}.")
     _check_rebuilt(folder, loaded, saved)
+    where = folder / "tokenizer.json" if (folder / "tokenizer.json").is_file() else folder
+    _check_encodes(loaded, lambda why: f"{where} is damaged: the tokenizers library panics encoding a text with it "
+                                       f"({why}): {_recover()}.")
     return loaded
+
+
+def _check_encodes(loaded, refusal) -> None:
+    """CheckpointError(`refusal(why)`) where the loaded fast tokenizer's Rust code panics (``native.is_panic``)
+    encoding a text and a pair with special tokens: a tokenizer.json written by hand that the tokenizers library reads
+    without a word (a TemplateProcessing naming a special token it does not list) is refused at its load, not a
+    traceback in a corpus's packing or a run's first batch. Microseconds. An ordinary error is left to the real call,
+    which raises it in its own words."""
+    if not _is_fast(loaded):
+        return
+    with panic_reports_dropped():
+        for texts in (("a b",), ("a b", "c")):  # a text, a pair: each has a template of its own
+            try:
+                loaded.backend_tokenizer.encode(*texts, add_special_tokens=True)
+            except Exception:  # not a panic: the call that meets it says it
+                continue
+            except BaseException as err:
+                if not is_panic(err):
+                    raise
+                raise CheckpointError(refusal(first_line(err))) from err
 
 
 # What a refusal of a tokenizer class says to do
@@ -531,9 +565,7 @@ def _check_rebuilt(folder: Path, loaded, saved: Mapping | None = None) -> None:
     ours = json.loads(loaded.backend_tokenizer.to_str())
     differ = [part for part in ENCODING_PARTS if not _alike(saved.get(part), ours.get(part), part)]
     if differ:  # as the tokenizers library reads the file now (an older file's keys and layout are converted)
-        from tokenizers import Tokenizer
-
-        saved = json.loads(Tokenizer.from_str(text or path.read_text(encoding="utf-8")).to_str())
+        saved = json.loads(_rust_tokenizer(path, text or path.read_text(encoding="utf-8")).to_str())
         differ = [part for part in ENCODING_PARTS if not _alike(saved.get(part), ours.get(part), part)]
     if differ:
         words = [_rebuilt_part(part, saved.get(part), ours.get(part)) for part in differ]
@@ -606,9 +638,12 @@ def _loads_as_saved(folder: Path) -> bool:
     from transformers import TokenizersBackend
 
     try:
-        TokenizersBackend.from_pretrained(str(folder))
-    except Exception:  # the tokenizers library's errors are plain Exceptions
-        return False
+        with panic_reports_dropped():
+            TokenizersBackend.from_pretrained(str(folder))
+    except BaseException as err:  # the tokenizers library's errors are plain Exceptions, or panics
+        if isinstance(err, Exception) or is_panic(err):
+            return False
+        raise
     return True
 
 
@@ -681,14 +716,25 @@ def _tokenizer_json(path: Path) -> dict:
     if missing:
         raise CheckpointError(f"{path} is damaged: it lacks {', '.join(missing)}, which every saved tokenizer has: "
                               f"{_recover()}.")
+    _rust_tokenizer(path, text)  # transformers would quietly build a tokenizer of the special tokens alone from one
+    return data                  # the library cannot read
+
+
+def _rust_tokenizer(path: Path, text: str):
+    """The tokenizers library's Tokenizer of `text`, the tokenizer.json `path`'s, or a CheckpointError naming the
+    file as damaged: where the library cannot read it (a plain Exception) or panics on it (``native.is_panic``, for a
+    file written by hand: a "##" continuing_subword_prefix on a byte-level BPE), one line, without Rust's report."""
     from tokenizers import Tokenizer
 
-    try:  # transformers would quietly build a tokenizer of the special tokens alone from one it cannot read
-        Tokenizer.from_str(text)
-    except Exception as err:  # the tokenizers library's errors are plain Exceptions
-        raise CheckpointError(f"{path} is damaged: the tokenizers library cannot read it ({first_line(err)}): "
+    try:
+        with panic_reports_dropped():
+            return Tokenizer.from_str(text)
+    except BaseException as err:
+        if not isinstance(err, Exception) and not is_panic(err):
+            raise
+        why = f"it panics: {first_line(err)}" if is_panic(err) else first_line(err)
+        raise CheckpointError(f"{path} is damaged: the tokenizers library cannot read it ({why}): "
                               f"{_recover()}.") from err
-    return data
 
 
 def tokenizer_hash(tokenizer_dir: str) -> str:

@@ -237,7 +237,7 @@ def test_peak_tensor_memory_runs_unfiltered_where_no_temporary_file_can_be_made(
     def no_temp(*args, **kwargs):
         raise FileNotFoundError(2, "No usable temporary directory found")
 
-    monkeypatch.setattr(tempfile, "TemporaryFile", no_temp)
+    monkeypatch.setattr(tempfile, "mkstemp", no_temp)
     opened = set(os.listdir("/proc/self/fd"))
     common.peak_tensor_bytes(lambda: os.write(2, b"the call's own line\n") and torch.ones(8) * 2, torch.device("cpu"))
     assert set(os.listdir("/proc/self/fd")) <= opened

@@ -399,6 +399,62 @@ def test_a_tokenizer_transformers_would_shrink_to_its_special_tokens_is_refused(
         load_tokenizer(str(copy), "model_path")
 
 
+# Hand-made tokenizer.json settings the tokenizers library reads without checking, and panics on (pyo3's
+# PanicException, a BaseException): when it reads the file, or when it first encodes a text with it
+_PANICKING = {
+    "## prefix": (lambda data: data["model"].update(continuing_subword_prefix="##"),
+                  "cannot read it (it panics: "),
+    "template naming an unlisted token": (
+        lambda data: data.update(post_processor={
+            "type": "TemplateProcessing", "special_tokens": {},
+            "single": [{"SpecialToken": {"id": "<x>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}]}),
+        "panics encoding a text with it ("),
+}
+
+
+@pytest.mark.parametrize("setting, tokenizer_class", [
+    ("## prefix", "RobertaTokenizer"), ("## prefix", "TokenizersBackend"),
+    ("template naming an unlisted token", "TokenizersBackend")])
+def test_a_tokenizer_json_the_tokenizers_library_panics_on_is_one_error_line_naming_it(tok_dir, tmp_path, capfd,
+                                                                                       monkeypatch, setting,
+                                                                                       tokenizer_class):
+    """A tokenizer.json made by hand with a setting the tokenizers library panics on (a "##" continuing prefix on a
+    byte-level BPE; a template naming a special token it does not list, which loads and panics on the first text):
+    its load and its hash (a corpus's, a run's) were a pyo3 PanicException, which slips past every `except Exception`
+    into a traceback, after a page of Rust's report on fd 2. Now one CheckpointError naming the file, and nothing
+    of Rust's on stderr; with either class in tokenizer_config.json (RobertaTokenizer rebuilds the tokenizer, and the
+    file panics when it is compared; TokenizersBackend reads the file as it is)."""
+    import json
+
+    from linformer.data import io as io_mod
+    from linformer.data.tokenizer import load_tokenizer
+    from linformer.errors import CheckpointError
+
+    change, said = _PANICKING[setting]
+    copy, target = _damaged_copy(tok_dir, tmp_path, "tokenizer.json", "empty")
+    data = json.loads((Path(tok_dir) / "tokenizer.json").read_text(encoding="utf-8"))
+    change(data)
+    target.write_text(json.dumps(data), encoding="utf-8")
+    config = json.loads((copy / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": tokenizer_class}))
+    capfd.readouterr()
+    for read in (load_tokenizer, tokenizer_hash):
+        with pytest.raises(CheckpointError) as err:
+            read(str(copy))
+        message = str(err.value)
+        assert message.startswith(f"{target} is damaged: the tokenizers library {said}"), message
+        assert "\n" not in message and "copy the tokenizer files back" in message, message
+    assert "panicked" not in capfd.readouterr().err
+
+    def interrupted(*args, **kwargs):  # only a panic is taken for the file's fault: Ctrl-C while it loads stays a stop
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io_mod, "load_auto", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        load_tokenizer(str(copy))
+
+
 def test_a_folder_without_a_tokenizer_is_named_with_the_key_it_came_from(tmp_path):
     """A model directory without its tokenizer files: transformers would fail asking for sentencepiece or tiktoken."""
     from linformer.data.tokenizer import load_tokenizer
