@@ -18,7 +18,7 @@ results.json has finetuning's layout (a Table 2 row), with the teacher's metrics
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from ..modeling.convert import is_sequence_classifier, settings_named
 from ..modeling.loading import load_classifier, load_pretrained, max_tokens, resolve_model_path
 from ..modeling.reference import squared_relative_error
 from ..runconfig import DistillSpec, TrainerSettings
-from ..shell import hydra_override, script_command
+from ..shell import hydra_override, imports_words, script_command
 from .common import projection_param_groups
 from .core import run_training
 from .finetune import FinetuneTask
@@ -48,19 +48,20 @@ from .trainer import Trainer
 log = logging.getLogger(__name__)
 
 
-def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str) -> None:
+def check_teacher(teacher_path: str, label_names: tuple[str, ...], task: str, imports: Sequence[str] = ()) -> None:
     """ConfigError unless teacher_path holds a finetuned sequence classifier of the task's labels with full
     attention (read from its config, before any weights are loaded). A teacher whose labels are named (its
     id2label, as finetuning writes it) must name the task's: an SST-2 teacher has two labels as QNLI has, and a
-    student distilled from it on QNLI would answer negative/positive."""
+    student distilled from it on QNLI would answer negative/positive. `imports`: the distill command's, carried into
+    the finetuning command it prints (the task may be one of the user's own)."""
     num_labels = len(label_names)
     config = load_auto(AutoConfig, teacher_path)
     if not is_sequence_classifier(config):
         raise ConfigError(
             f"teacher_path={teacher_path} holds a {', '.join(config.architectures or [config.model_type])}, not a "
             f"finetuned sequence classifier: finetune it first "
-            f"({script_command('finetune', f'task={task}')} model_path=...) and distill from that "
-            "run's best/."
+            f"({script_command('finetune', f'task={task}', *imports_words(imports))} model_path=...) and distill "
+            "from that run's best/."
         )
     if config.num_labels != num_labels:
         raise ConfigError(f"teacher_path={teacher_path} classifies {config.num_labels} labels, task={task} has "
@@ -113,6 +114,9 @@ class DistillTask(FinetuneTask):
         self.temperature, self.hidden_weight, self.lr_projections = d.temperature, d.hidden_weight, d.lr_projections
         self.teacher_name, self.student_name = run.teacher_path, run.student_path  # as given: the card names them
         self.student_dir: str | None = None  # student_path's model directory (load_model)
+        # the command's imports=, carried into the commands its refusals print (its task, projection or sharing mode
+        # may be the user's own, which the teacher's conversion or finetuning names too)
+        self.imports = list(run.config.get("imports") or [])
         self.teacher_path = resolve_model_path(run.teacher_path, "teacher_path")
         super().__init__(run, settings, world, rank, run_dir)  # the student (load_model), the task's data
         # the teacher follows a student lengthened from it (model.max_seq_len) when asked
@@ -136,9 +140,8 @@ class DistillTask(FinetuneTask):
                 f"the student reads up to {self.max_length} tokens (trainer.max_length, model.max_seq_len) but the "
                 f"teacher teacher_path={self.teacher_path} attends over at most {teacher_n}: the teacher must see what "
                 f"the student sees. Lengthen the teacher to {self.max_length} tokens first (its positions copied: "
-                f"{script_command('convert', hydra_override('model_path', self.teacher_path))} "
-                f"model.max_seq_len={self.max_length} out_dir=<dir>, or here with distill.lengthen_teacher=true), or "
-                f"distill at trainer.max_length={teacher_n}."
+                f"{self._convert_teacher()} model.max_seq_len={self.max_length} out_dir=<dir>, or here with "
+                f"distill.lengthen_teacher=true), or distill at trainer.max_length={teacher_n}."
             )
         self.teacher_predictions: dict[str, list[int]] = {}  # split -> the teacher's predictions
         self.teacher_scores: dict[str, dict[str, float]] = {}
@@ -159,7 +162,7 @@ class DistillTask(FinetuneTask):
         """The student: the teacher's own Linformer twin (model.*), or student_path checked against the teacher's
         labels and vocabulary. The teacher is checked first, and loaded after (DistillTask.__init__)."""
         labels = self.task_spec.num_labels
-        check_teacher(self.teacher_path, self.task_spec.label_names, self.task_spec.name)
+        check_teacher(self.teacher_path, self.task_spec.label_names, self.task_spec.name, self.imports)
         teacher_tokenizer = load_tokenizer(self.teacher_path, "teacher_path")
         # the teacher's n as saved, before any lengthening (the card says when the run lengthened it)
         self.teacher_n = max_tokens(load_auto(AutoConfig, self.teacher_path), teacher_tokenizer, None, None)
@@ -202,10 +205,13 @@ class DistillTask(FinetuneTask):
             f"model.max_seq_len={n} lengthens the student past what the teacher teacher_path={self.teacher_path} "
             f"reads ({teacher_n} tokens), and distill.lengthen_teacher=false: the teacher must read that far already. "
             f"Lengthen it here (distill.lengthen_teacher=true trainer.max_length={n}) or first ("
-            f"{script_command('convert', hydra_override('model_path', self.teacher_path))} "
-            f"model.attention=full model.max_seq_len={n} out_dir=<dir>), or distill the longer student on what the "
-            f"teacher reads (trainer.max_length={teacher_n})."
+            f"{self._convert_teacher()} model.attention=full model.max_seq_len={n} out_dir=<dir>), or distill the "
+            f"longer student on what the teacher reads (trainer.max_length={teacher_n})."
         )
+
+    def _convert_teacher(self) -> str:
+        """The convert command of the teacher, with the command's imports, for a refusal to complete."""
+        return script_command("convert", hydra_override("model_path", self.teacher_path), *imports_words(self.imports))
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """E and F at distill.lr_projections (null: trainer.lr), every other weight at trainer.lr."""

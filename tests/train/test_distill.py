@@ -357,6 +357,29 @@ def test_a_student_lengthened_past_its_teacher_without_lengthening_it_is_refused
     assert not (tmp_path / "run" / "results.json").exists()
 
 
+@pytest.mark.parametrize("refusal", ["teacher not a classifier", "student longer than its teacher",
+                                     "student lengthened past its teacher"])
+def test_the_commands_a_refusal_prints_carry_the_distill_command_s_imports(tmp_path, teachers, pretrained_run,
+                                                                           refusal):
+    """A distill command given imports= (its task, projection or sharing mode the user's own) was told to finetune
+    or convert its teacher by a command without them, which then failed on the name they register. Each command a
+    refusal prints carries imports=[...] as given, and Hydra composes it back from the line as printed."""
+    import re
+    import shlex
+
+    overrides = {"teacher not a classifier": ("roberta", f"teacher_path={pretrained_run}"),
+                 "student longer than its teacher": ("linformer-full", "model.max_seq_len=128",
+                                                     "trainer.max_length=128"),
+                 "student lengthened past its teacher": ("linformer-full", "model.max_seq_len=128")}[refusal]
+    cfg = _compose(teachers, overrides[0], *overrides[1:], "imports=[my_task]")
+    with pytest.raises(ConfigError) as err:
+        distill(cfg, tmp_path / "run")
+    (command,) = re.findall(r"python (?:\S+/)?scripts/(?:finetune|convert)\.py [^()]*?(?=\)|, or)", str(err.value))
+    words = shlex.split(command.replace("<dir>", str(tmp_path / "out")).replace("model_path=...", "model_path=x"))
+    assert "imports=[my_task]" in words, str(err.value)
+    assert list(compose(Path(words[1]).stem, words[2:]).imports) == ["my_task"]
+
+
 def test_a_lengthened_pair_trained_on_shorter_inputs_says_so(teachers, caplog):
     """distill.lengthen_teacher=true without trainer.max_length: the task's default length cuts the inputs below the
     new n, and the log says the lengthened positions go untrained."""
