@@ -31,7 +31,6 @@ from ..files.locations import resolve_path
 from ..files.mappings import flatten
 from ..files.outputs import made_by
 from ..files.runs import METRICS as METRICS_FILE
-from ..files.tables import table_lines, table_row
 from ..modeling.values import projects_keys
 from ..optional import import_needed
 from ..progress import progress_over
@@ -47,17 +46,24 @@ from ..rundir import (
     selection_scores,
 )
 from .rows import SKIPPED_NOTE, draws_note, skipped_updates, subset_draw
+from .sweeps import (
+    COLUMN_NAMES,
+    CONFIG_COLUMNS,
+    NULL,
+    by_groups,
+    grouped,
+    parse_where,
+    select,
+    shown,
+    where_words,
+)
+from .terminal import Blocks, Grid, markdown, terminal_text
 
 # The prefixes of a task metric's logged name: the split it was scored on (val_accuracy, eval_f1).
 SPLIT_PREFIXES = ("val_", "eval_")
 # The training core's own metrics where more is better; every other one that is not a task metric is a loss, a
 # perplexity or a norm.
 THROUGHPUT = ("tokens_per_s", "tokens_per_s_avg", "mfu")
-CONFIG_COLUMNS = ["stage", "model", "attention", "n", "k", "sharing", "task", "experiment", "global_batch",
-                  "processes"]
-# How a config column is headed where its key_config name is not what it holds (experiment: config.experiment_name,
-# the trackers' group, not the experiment= config group)
-COLUMN_NAMES = {"experiment": "experiment_name"}
 # How a global batch is split (per device, or fixed by trainer.global_batch_size): runs of one global batch computed
 # the same steps whatever their processes, so these are no difference between them (Run.global_batch)
 SPLIT_KEYS = frozenset({"trainer.batch_size", "trainer.global_batch_size"})
@@ -351,13 +357,13 @@ def value_at_tokens(digest_: Digest, metric: str, tokens: float) -> float | None
 
 
 def equal_tokens_table(runs: list[Run], metrics: list[str], digests: list[Digest], notes: dict[str, str],
-                       labels: list[str]) -> str:
+                       labels: list[str]) -> Blocks:
     """For each stage of `notes` (``tokens_per_step_note``): its runs at the most tokens every one of them saw, each
     metric's value there (``value_at_tokens``), ranked by the first metric that two or more runs have there, best
     first; never by a per-token metric (PER_TOKEN) where the runs differ in their tokenizer (its values are shown,
-    unranked: per token of different vocabularies, as ``tokenizer_note`` says). "" where no stage's runs differ in
-    tokens per step."""
-    out = []
+    unranked: per token of different vocabularies, as ``tokenizer_note`` says). No blocks where no stage's runs differ
+    in tokens per step."""
+    out: Blocks = []
     for stage, words in notes.items():
         staged = [(r, d, label) for r, d, label in zip(runs, digests, labels) if r.stage == stage and d.tokens]
         tokens = min(d.tokens[1] for _, d, _ in staged)
@@ -368,24 +374,24 @@ def equal_tokens_table(runs: list[Run], metrics: list[str], digests: list[Digest
         if ranked:
             sign = -1 if higher_is_better(ranked) else 1
             at.sort(key=lambda x: (x[3][ranked] is None, sign * (x[3][ranked] or 0)))
-        lines = table_lines(["run", "tokens per step", "step at these tokens", *metrics])
+        grid = Grid(["run", "tokens per step", "step at these tokens", *metrics])
         for _, d, label, values in at:
             fmt = [(_percent if m in PERCENT else _fmt) for m in metrics]
-            lines.append(table_row([label, f"{d.tokens_per_step:,.0f}", f"{tokens / d.tokens_per_step:,.4g}",
-                                    *("" if values[m] is None else f(values[m]) for m, f in zip(metrics, fmt))]))
-        out.append(f"\n## At equal tokens ({stage} runs)\n\n{words[0].upper()}{words[1:]}. Here each metric is its "
-                   f"value at {tokens:,.0f} tokens seen, the most every one of them reached, interpolated linearly in "
-                   "tokens between the logged values either side (a perplexity in its log, as its loss) where no "
-                   "row is at these tokens; blank where a run logged none on one side"
-                   + (f"; ranked by {ranked}, best first" if ranked else "")
-                   + (f"; not ranked by {', '.join(unranked)}: the runs differ in their tokenizer ({differ}), so "
-                      "these are per token of different vocabularies" if unranked else "")
-                   + ".\n\n" + "\n".join(lines) + "\n")
-    return "".join(out)
+            grid.rows.append([label, f"{d.tokens_per_step:,.0f}", f"{tokens / d.tokens_per_step:,.4g}",
+                              *("" if values[m] is None else f(values[m]) for m, f in zip(metrics, fmt))])
+        out += [f"\n## At equal tokens ({stage} runs)\n\n{words[0].upper()}{words[1:]}. Here each metric is its "
+                f"value at {tokens:,.0f} tokens seen, the most every one of them reached, interpolated linearly in "
+                "tokens between the logged values either side (a perplexity in its log, as its loss) where no "
+                "row is at these tokens; blank where a run logged none on one side"
+                + (f"; ranked by {ranked}, best first" if ranked else "")
+                + (f"; not ranked by {', '.join(unranked)}: the runs differ in their tokenizer ({differ}), so "
+                   "these are per token of different vocabularies" if unranked else "")
+                + ".\n\n", grid, "\n"]
+    return out
 
 
-def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -> str:
-    """One row per run: its name, key config, the settings that differ among the runs, steps (and the tokens seen,
+def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -> Blocks:
+    """The main table (``markdown`` writes it), one row per run: its name, key config, the settings that differ among the runs, steps (and the tokens seen,
     where runs of one stage differ in tokens per step: ``tokens_per_step_note``), then `final / best (@step)` per
     metric (each run's Digest, in the order of `runs`)."""
     config_cols = [c for c in CONFIG_COLUMNS
@@ -398,7 +404,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
               *(["tokens seen"] if per_step else []), *metrics,
               *(f"reported {m}" for m in reported),
               *(STEADY_COLUMNS[c] for c in steady)]
-    lines = table_lines(header)
+    grid = Grid(header, settings=frozenset(range(1, 1 + len(config_cols) + len(settings))))
     nonfinite = flagged = False
     for r, label, d in zip(runs, run_labels(runs), digests):
         kc = r.key_config
@@ -430,7 +436,7 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
         flagged = flagged or bool(skipped and scores)
         cells += [f"{_fmt(scores[m])} ({where})" if m in scores else "" for m in reported]
         cells += [_steady_cell(c, r.results.get(c)) for c in steady]
-        lines.append(table_row(cells))
+        grid.rows.append(cells)
     maxed = [m for m in metrics if higher_is_better(m)]
     # first: it decides whether the per-token columns may be read against each other at all
     not_comparable = tokenizer_note(runs, metrics).lstrip()
@@ -456,8 +462,8 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     damaged = [f"{label} ({r.damage_line})" for r, label in zip(runs, run_labels(runs)) if r.damaged]
     if damaged:
         note += f" Damaged records, each run shown without the files named: {'; '.join(damaged)}."
-    return ("\n".join(lines) + "\n\n" + note + "\n\n" + machines_line(runs) + "\n"
-            + equal_tokens_table(runs, metrics, digests, per_step, run_labels(runs)))
+    return [grid, "\n\n" + note + "\n\n" + machines_line(runs) + "\n",
+            *equal_tokens_table(runs, metrics, digests, per_step, run_labels(runs))]
 
 
 def machines_line(runs: list[Run]) -> str:
@@ -502,28 +508,28 @@ def swept_settings(groups: list[list[Run]]) -> list[str]:
     return sorted(k for k in differing_settings([g[0] for g in groups]) if k != "seed")
 
 
-def _mean_cell(values: list[float], runs: list[Run]) -> str:
+def _mean_cell(values: list[float], runs: list[Run], fmt: Callable[[float], str] = _fmt) -> str:
     if not values:
         return ""
     sd = statistics.stdev(values) if len(values) > 1 else float("nan")
-    return (f"{_fmt(statistics.mean(values))} +- {_fmt(sd)} ({_fmt(min(values))}-{_fmt(max(values))}, "
+    return (f"{fmt(statistics.mean(values))} +- {fmt(sd)} ({fmt(min(values))}-{fmt(max(values))}, "
             f"{_runs_of_seeds(runs)})")
 
 
-def seeds_table(groups: list[list[Run]], labels: dict[int, str] | None = None) -> str:
+def seeds_table(groups: list[list[Run]], labels: dict[int, str] | None = None) -> Blocks:
     """One row per seed group: its runs (`labels`, by id of the run: the main table's labels, else run names), the
     settings the groups differ in (``swept_settings``), the seeds, the mean +- sample standard deviation over the
     seeds, with its range, of the validation value that chose each run's model (``chosen_scores``), then of each
     reported metric."""
     if not groups:
-        return ""
+        return []
     labels = labels or {}
     swept = swept_settings(groups)
     chosen = list(dict.fromkeys(m for g in groups for r in g for m in chosen_scores(r)))
     metrics = list(dict.fromkeys(m for g in groups for r in g for m in reported_scores(r.results)))
     header = ["runs", *swept, "seeds", *(f"chosen {m}: mean +- sd (min-max)" for m in chosen),
               *(f"reported {m}: mean +- sd (min-max)" for m in metrics)]
-    lines = table_lines(header)
+    grid = Grid(header, settings=frozenset(range(1, 1 + len(swept))))
     for g in groups:
         names = [labels.get(id(r), r.name) for r in g]
         note = draws_note(subset_draw(r.config, r.results) for r in g)
@@ -534,7 +540,7 @@ def seeds_table(groups: list[list[Run]], labels: dict[int, str] | None = None) -
             scores = [(r, scores_of(r)) for r in g]
             for m in names_:
                 cells.append(_mean_cell([s[m] for _, s in scores if m in s], [r for r, s in scores if m in s]))
-        lines.append(table_row(cells))
+        grid.rows.append(cells)
     if chosen:
         choose = (f"Choose among the rows on the chosen columns ({', '.join(chosen)}: the validation split held "
                   "out of the training data, at the step that chose each run's model); never on the reported ones, "
@@ -543,10 +549,58 @@ def seeds_table(groups: list[list[Run]], labels: dict[int, str] | None = None) -
         choose = ("No run held out a validation split (validation_fraction): nothing here may choose among the rows; "
                   "the reported columns score the split a result is reported on.")
     swept_words = f" {', '.join(swept)}: the settings in which the groups differ." if swept else ""
-    return ("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights; where "
+    return [("\n## Across seeds\n\nRuns that differ in their seed alone (same settings and start weights; where "
             "subset_seed is unset the seed also draws their train and scored examples, and the seeds cell says so); "
             "sd: the sample standard deviation over the runs, one per seed where a cell counts no more runs than seeds."
-            f"{swept_words} {choose}\n\n" + "\n".join(lines) + "\n")
+            f"{swept_words} {choose}\n\n"), grid, "\n"]
+
+
+def grouped_table(runs: list[Run], digests: list[Digest], metrics: list[str], keys: list[str]) -> Blocks:
+    """The "Across seeds" table by `keys` (``compare_runs``' `group_by`): a row per stage and value of `keys`
+    (``sweeps.grouped``, in the order of `runs`: ``sweeps.by_groups``), with its runs and seeds, the steps they ran,
+    and the mean +- sample sd (min-max) over its runs of each metric's final value (metrics.jsonl's last), of the
+    validation value that chose each run's model (``chosen_scores``) and of each reported score: pooled over every
+    other setting in which its runs differ, which the note names. A run whose config.yaml is damaged
+    (``Run.config_read``) records no setting: it is left out, and the note says so."""
+    of_run = {id(r): d for r, d in zip(runs, digests)}
+    groups, pooled = grouped(runs, keys, differing_settings([r for r in runs if r.config_read]))
+    read = [r for g in groups.values() for r in g]
+    stages = len({r.stage for r in read}) > 1 and "stage" not in keys
+    chosen = list(dict.fromkeys(m for r in read for m in chosen_scores(r)))
+    reported = list(dict.fromkeys(m for r in read for m in reported_scores(r.results)))
+    grid = Grid([*(["stage"] if stages else []), *keys, "runs", "seeds", "steps",
+                 *(f"final {m}" for m in metrics), *(f"chosen {m}" for m in chosen),
+                 *(f"reported {m}" for m in reported)],
+                settings=frozenset(range(int(stages), int(stages) + len(keys))))
+    for (stage, *values), group in groups.items():
+        steps = sorted({of_run[id(r)].last_step for r in group})
+        cells = [*([str(stage)] if stages else []), *values, str(len(group)),
+                 ", ".join(dict.fromkeys(shown(r.config.get("seed")) for r in group)),
+                 str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"]
+        for m in metrics:
+            finals = [(r, of_run[id(r)].summary([m]).get(m, {}).get("final")) for r in group]
+            finite = [(r, v) for r, v in finals if v is not None and math.isfinite(v)]
+            cell = _mean_cell([v for _, v in finite], [r for r, _ in finite], _percent if m in PERCENT else _fmt)
+            bad = sum(v is not None and not math.isfinite(v) for _, v in finals)
+            cells.append(cell + (f"; {bad} non-finite left out" if bad else ""))
+        for scores_of, names in ((chosen_scores, chosen), (lambda r: reported_scores(r.results), reported)):
+            scores = [(r, scores_of(r)) for r in group]
+            cells += [_mean_cell([s[m] for _, s in scores if m in s], [r for r, s in scores if m in s])
+                      for m in names]
+        grid.rows.append(cells)
+    damaged = len(runs) - len(read)
+    scores = (["chosen: the validation value that chose each run's model, the column to choose settings on"]
+              if chosen else []) + (["reported: the reported split's score, never to choose on"] if reported else [])
+    words = (f"\n## Across seeds, by {', '.join(keys)}\n\nA row per {', '.join(keys)}"
+             + (" and stage" if stages else "") + ": its runs, pooled over "
+             + (f"every other setting in which they differ ({', '.join(pooled)})" if pooled else "nothing (they "
+                "differ in no other setting)")
+             + "; each cell the mean +- sd (min-max): the mean, the sample standard deviation and the range over the "
+             "row's runs. final: each run's last logged value, at the steps the steps column gives"
+             + "".join(f"; {s}" for s in scores) + "."
+             + (f" Left out: {damaged} run{'s' * (damaged != 1)} whose config.yaml is damaged (no settings to group "
+                "by)." if damaged else "") + "\n\n")
+    return [words, grid, "\n"]
 
 
 def sweep_plots(groups: list[list[Run]]) -> list[tuple[str, str]]:
@@ -635,7 +689,6 @@ def _by_settings(runs: list[Run], label: str) -> list[str]:
             for r in runs]
 
 
-NULL = "null"  # an unset setting in a label, as a command line sets it
 
 
 def _by_path(runs: list[Run], label: str) -> list[str]:
@@ -886,7 +939,8 @@ def _drawable(asked: list[str] | None, metrics: list[str]) -> list[str]:
 
 def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str] | None = None,
                  plot_metrics: list[str] | None = None, overwrite: bool = False,
-                 command: str | None = None, x: str | None = None) -> dict[str, Any]:
+                 command: str | None = None, x: str | None = None, where: list[str] | None = None,
+                 group_by: list[str] | None = None, width: int | None = None) -> dict[str, Any]:
     """Write out_dir/runs.md (the table, after a line with `command`, the command line that made it, when given)
     and out_dir/<metric>.png for each plotted metric, and where seed groups differ in a numeric setting (an lr
     sweep), out_dir/chosen_<val metric>_by_<setting>.png (``plot_sweep``).
@@ -894,7 +948,17 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     `paths` are run directories or folders holding them (outputs/pretrain). A file there that an earlier
     compare_runs did not write is refused unless `overwrite` (``outputs.check_output_files``). Returns
     {"runs", "table", "markdown": path, "plots": [paths], "seed_groups": [[runs]], "summary": {run path:
-    summarize_run}}; the table ends with the runs that differ in their seed alone (``seeds_table``).
+    summarize_run}, "printed": the table for a terminal `width` characters wide}; the table ends with the runs that
+    differ in their seed alone (``seeds_table``).
+
+    A sweep's runs narrowed and grouped (``report.sweeps``): `where`, "KEY=VALUE" items, keeps the runs of those
+    values (runs.md says how many of those found), a key given twice either value; `group_by`, keys (one item may
+    give several, "k,sharing"), orders the runs by their values (numbers numerically) and replaces the "Across seeds"
+    table by one of the mean +- sd over each value's runs (``grouped_table``); KEY a setting as the table
+    names it (k, sharing, trainer.lr, seed): one that no run records is a ConfigError naming it and the settings
+    there are. "printed" (``terminal.terminal_text``) is the table as runs.md holds it where `width` is None or 0 or
+    where it fits; else without the settings that are the same in every row, long values shortened and columns left
+    out, with a note saying which.
 
     The plots' x axis is `x`: "step", "tokens" (the tokens seen, metrics.jsonl's `tokens`), or None: the tokens where
     runs of one stage differ in tokens per step (``tokens_per_step_note``; the table then compares them at equal
@@ -902,9 +966,19 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     why where it was chosen or where a step axis compares runs of different tokens per step."""
     if x not in (None, "step", "tokens"):
         raise ConfigError(f"x={x!r}: give step or tokens (or nothing: tokens where the runs differ in tokens per step)")
+    script = run_from_a_script()
     runs = [load_run(p, rows=False) for p in find_runs(named_paths(paths), strict=True)]
     if not runs:
         raise DataError(f"no run directories (with metrics.jsonl) in {', '.join(map(str, paths))}")
+    found, conditions = len(runs), parse_where(where or [], "--where" if script else "where")
+    if conditions:
+        runs = select(runs, conditions, "--where" if script else "where")
+    keys = list(dict.fromkeys(k.strip() for item in group_by or [] for k in str(item).split(",") if k.strip()))
+    if group_by is not None and not keys:
+        raise ConfigError(f"{'--group-by' if script else 'group_by'}: give a setting to group by, as the table "
+                          "names it (k, sharing, trainer.lr)")
+    if keys:
+        runs = by_groups(runs, keys, "--group-by" if script else "group_by")
     # each metrics.jsonl read once, row by row, keeping only the metrics the table and plots can show
     wanted = list(metrics or default_metrics())
     plotted = list(plot_metrics) if plot_metrics else wanted
@@ -920,7 +994,10 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     plot_metrics = _drawable(plot_metrics, metrics)
     out_dir = Path(resolve_path(out_dir))  # a relative one from the repository, as the runs' paths
     groups = seed_groups(runs)
-    table = markdown_table(runs, metrics, digests) + seeds_table(groups, dict(zip(map(id, runs), run_labels(runs))))
+    blocks = ([where_words(conditions, len(runs), found)] if conditions else []) + markdown_table(runs, metrics, digests)
+    blocks += (grouped_table(runs, digests, metrics, keys) if keys
+               else seeds_table(groups, dict(zip(map(id, runs), run_labels(runs)))))
+    table = markdown(blocks)
     md = out_dir / "runs.md"
     swept = sweep_plots(groups) if plot_metrics else []  # drawn where matplotlib is (_drawable)
     of_run = {id(r): d for r, d in zip(runs, digests)}
@@ -929,7 +1006,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     record = {**made_by("compare_runs", {}), **({"command_line": command} if command else {})}
     with output_files([md, *(out_dir / f"{m}.png" for m in plot_metrics),
                        *(out_dir / sweep_plot_name(m, k) for m, k in swept)], record, overwrite, replaces_earlier=True,
-                      key="--out" if run_from_a_script() else "out_dir="):
+                      key="--out" if script else "out_dir="):
         atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
                  if (p := plot_metric(runs, m, out_dir / f"{m}.png", reference=mfu_target(runs) if m == "mfu" else None,
@@ -938,4 +1015,5 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
                                       x_label=axis_label(m, x, differ))) is not None]
         plots += [plot_sweep(groups, m, k, out_dir / sweep_plot_name(m, k)) for m, k in swept]
     return {"runs": runs, "table": table, "markdown": md, "plots": plots, "seed_groups": groups,
-            "summary": {str(r.path): d.summary(metrics) for r, d in zip(runs, digests)}}
+            "summary": {str(r.path): d.summary(metrics) for r, d in zip(runs, digests)},
+            "printed": terminal_text(blocks, width)}

@@ -1053,3 +1053,115 @@ def test_reading_many_runs_says_how_far_it_is_in_a_log_file(tmp_path, make_run, 
     compare_runs([tmp_path / "out"], tmp_path / "cmp", plot_metrics=None)
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("compare_runs: reading")]
     assert said == ["compare_runs: reading: 1 of 3 runs (31 s)", "compare_runs: reading: 2 of 3 runs (62 s)"]
+
+
+def _grid_run(make_run, root, k, sharing, lr, seed, val_ppl=None, **config_extra):
+    """A pretraining run of a k x sharing x lr x seed sweep, every run named `p` (a sweep's one run_name) in a folder
+    of its own, its final val_ppl `val_ppl` (default: falling with k, a point higher for seed 1)."""
+    import yaml
+
+    rows = [{"step": s, "time": float(s), "loss": 5.0 - s / 10} for s in range(1, 5)]
+    rows.append({"step": 4, "time": 4.5, "val_ppl": val_ppl or 50.0 - k / 10 + seed})
+    path = make_run(root / f"k{k}-{sharing}-lr{lr}-s{seed}", "pretrain", "p", rows,
+                    model={"name": "tiny", "attention": "linformer", "projected_dim": k, "sharing": sharing,
+                           "max_seq_len": 128})
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    (path / "config.yaml").write_text(yaml.safe_dump({**config, "seed": seed, "trainer": {"lr": lr}, **config_extra}))
+    return path
+
+
+def test_where_keeps_the_runs_of_a_setting_s_values_numbers_compared_numerically(tmp_path, make_run):
+    """A sweep of hundreds of runs could only be compared whole: --where narrows it to the runs of a setting's value,
+    named as the table names it (a column, k, or a config key), 3e-4 matching the recorded 0.0003, a key given twice
+    either value, and runs.md says how many of those found it kept."""
+    for k in (32, 64, 128):
+        for sharing in ("headwise", "kv"):
+            for lr in (1e-4, 3e-4):
+                _grid_run(make_run, tmp_path / "out", k, sharing, lr, 0)
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp", ["val_ppl"],
+                          where=["model.sharing=kv", "trainer.lr=3e-4", "k=32", "k=1.28e2"])
+    kept = sorted((r.key_config["k"], r.key_config["sharing"], r.key_config["lr"]) for r in result["runs"])
+    assert kept == [(32, "kv", 3e-4), (128, "kv", 3e-4)]
+    table = (tmp_path / "cmp" / "runs.md").read_text()
+    assert "Runs where model.sharing kv and trainer.lr 3e-4 and k 32 or 1.28e2: 2 of the 12 found." in table
+    header, _, *rows = table.split("found.\n\n")[1].split("\n\n")[0].splitlines()
+    assert len(rows) == 2
+    # the settings that differ among the runs kept are those of the table: lr and sharing no longer do
+    assert "trainer.lr" not in header and "| k |" in header
+
+
+def test_a_where_or_group_by_key_no_run_records_or_a_value_none_has_is_one_error_line_naming_the_flag(
+        tmp_path, make_run, capsys, monkeypatch):
+    """A misspelt key or a value no run has is an `error:` line naming the flag, the closest key and the settings
+    there are (or the values the runs have), with nothing written."""
+    from tests.conftest import run_script
+
+    for k in (32, 64):
+        _grid_run(make_run, tmp_path / "out", k, "kv", 1e-4, 0)
+    unknown = ("error: --where model.sharng: no run records a setting model.sharng (did you mean model.sharing?); "
+               "the runs' settings: stage, model, attention, n, k, sharing, experiment_name, model.attention, ")
+    grouped = "error: --group-by model.sharding: no run records a setting model.sharding (did you mean model.sharing?)"
+    for args, line in ((["--where", "model.sharng=kv"], unknown),
+                       (["--where", "k=48"], "error: --where k=48: no run has it; their k: 32, 64\n"),
+                       (["--where", "k"], "error: --where 'k': give KEY=VALUE"),
+                       (["--group-by", "model.sharding"], grouped)):
+        assert run_script("compare_runs", [str(tmp_path / "out"), "--out", str(tmp_path / "cmp"), *args],
+                          monkeypatch) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(line) and err.count("\n") == 1, err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_group_by_gives_the_mean_and_sd_over_each_value_s_runs_in_numeric_order(tmp_path, make_run):
+    """The "Across seeds" table needed reported scores (finetuning only) and grouped by every setting at once: a
+    pretraining sweep got no mean at all, and rows came in string order (k128 before k32). --group-by k gives a row
+    per k, in numeric order, of the mean +- sd of each metric's final value over its runs, naming what it pools."""
+    for k in (128, 32, 64):
+        for sharing in ("headwise", "kv"):
+            for seed in (0, 1):
+                _grid_run(make_run, tmp_path / "out", k, sharing, 1e-4, seed)
+    table = compare_runs([tmp_path / "out"], tmp_path / "cmp", ["val_ppl"], group_by=["k"])["table"]
+    main, grouped = table.split("## Across seeds, by k")
+    header, _, *rows = main.split("\n\n")[0].splitlines()
+    k = header.split(" | ").index("k")
+    assert [row.split(" | ")[k] for row in rows] == ["32"] * 4 + ["64"] * 4 + ["128"] * 4  # the main table's too
+    assert "its runs, pooled over every other setting in which they differ (sharing, seed)" in grouped
+    rows = [line for line in grouped.splitlines() if line.startswith("| ") and not line.startswith("| k ")]
+    assert rows == ["| 32 | 4 | 0, 1 | 4 | 47.3 +- 0.5774 (46.8-47.8, 4 runs of 2 seeds) |",
+                    "| 64 | 4 | 0, 1 | 4 | 44.1 +- 0.5774 (43.6-44.6, 4 runs of 2 seeds) |",
+                    "| 128 | 4 | 0, 1 | 4 | 37.7 +- 0.5774 (37.2-38.2, 4 runs of 2 seeds) |"]
+    # two keys: a row per combination, and finetuning's chosen and reported scores beside the final metrics
+    for lr, chosen in ((1e-4, 0.6), (1e-3, 0.8)):
+        for seed in (0, 1):
+            _sweep_run(make_run, tmp_path / "ft", f"lr{lr}-s{seed}", seed, lr, 0.5 + seed / 10, chosen + seed / 10)
+    grouped = compare_runs([tmp_path / "ft"], tmp_path / "cmp2", ["loss"], group_by=["trainer.lr,task"])["table"]
+    assert "## Across seeds\n" not in grouped  # replaced, not added to
+    assert ("| trainer.lr | task | runs | seeds | steps | final loss | chosen val_accuracy | reported accuracy |"
+            in grouped)
+    assert "| 0.001 | sst2 | 2 | 0, 1 | 1 | 0.5 +- 0 (0.5-0.5, 2 seeds) | 0.85 +- 0.07071 (0.8-0.9, 2 seeds) |" in grouped
+
+
+def test_the_printed_table_of_a_sweep_fits_the_width_naming_what_it_leaves_out(tmp_path, make_run):
+    """A sweep's table was 274-371 characters a row in the terminal: columns the same in every run, whole paths.
+    Printed at a width, it names the settings the same in every row instead of a column each, shortens long values
+    (runs.md keeps them whole), and leaves out columns that still do not fit, naming them; a table that fits, or no
+    width, is printed as runs.md holds it."""
+    long = "outputs/pretrain/the-warm-start-of-a-long-base-run-{}"
+    for k in (32, 64):
+        for seed in (0, 1):
+            _grid_run(make_run, tmp_path / "out", k, "kv", 1e-4, seed, init_from=long.format(seed))
+    result = compare_runs([tmp_path / "out"], tmp_path / "cmp", ["val_ppl", "loss"], width=100)
+    printed, whole = result["printed"], (tmp_path / "cmp" / "runs.md").read_text()
+    assert long.format(1) in whole and long.format(1) not in printed
+    assert "| outputs/pre...base-run-1 |" in printed
+    lines = printed.split("\n\n")[0].splitlines()
+    assert lines[0].startswith("| run ") and "| sharing " not in lines[0] and "| stage " not in lines[0]
+    assert max(map(len, printed.splitlines())) <= 100 < max(map(len, whole.splitlines()))
+    assert "| val_ppl " in lines[0] and "| loss " not in lines[0]
+    note = " ".join(printed.split("\n\n")[1].split())
+    assert note.startswith("The same in every row: stage pretrain, model tiny, attention linformer, n 128, sharing kv")
+    assert "Values past 24 characters (the first column's past 40) are shortened around \"...\"." in note
+    assert "Left out to fit 100 characters: loss. runs.md has the table whole." in note
+    assert compare_runs([tmp_path / "out"], tmp_path / "cmp", ["val_ppl", "loss"])["printed"] == result["table"]
+    assert compare_runs([tmp_path / "out"], tmp_path / "cmp", ["val_ppl"], where=["k=32", "seed=0"],
+                        width=200)["printed"] == (tmp_path / "cmp" / "runs.md").read_text()
