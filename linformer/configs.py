@@ -286,17 +286,33 @@ SPEC_KEYS = ("text_fields", "label_field", "label_names", "raw_labels", "metrics
              "title")
 
 
+# The force-adds ``spec_overrides`` made of this process's typed task.spec.<field>= overrides: Hydra's parse alone
+# sees them; what names a run (a sweep job's folder, ``runname._job_suffix``) reads them back as typed (``as_typed``)
+_FORCED: set[str] = set()
+
+
 def spec_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
     """`overrides` with each ``task.spec.<field>=`` of a TaskSpec field (SPEC_KEYS, and ``task.spec=`` itself) made
     a force-add (``++``): a task config may leave a field out (format, files, eval_split, title take the TaskSpec's
     defaults), and Hydra refuses an override of a key the composed config does not hold, where the field is one the
-    task's spec reads. A misspelt field is left as it is: Hydra names it."""
+    task's spec reads. A misspelt field is left as it is: Hydra names it. Only Hydra's parse is to see the ``++``:
+    ``as_typed`` gives the overrides back as the user wrote them."""
     def field_of(override: str) -> bool:
         key = override.split("=", 1)[0]
         parts = key.split(".")
         return "=" in override and parts[:2] == ["task", "spec"] and (len(parts) == 2 or parts[2] in SPEC_KEYS)
 
-    return [f"++{o}" if field_of(o) else o for o in overrides]
+    made = [f"++{o}" if field_of(o) else o for o in overrides]
+    _FORCED.update(m for m, o in zip(made, overrides) if m != o)
+    return made
+
+
+def as_typed(overrides) -> list[str]:
+    """`overrides` (Hydra's ``hydra.overrides.task``) with each force-add ``spec_overrides`` made written back as it
+    was typed (``task.spec.format=csv``), so that a sweep job's folder name and what a run records are the command
+    line's: a sweep begun before task.spec.<field>= was rewritten finds its folders again. One the user typed with
+    its ``++`` keeps it (unless the same process also rewrote that very override from its plain form)."""
+    return [o[2:] if o in _FORCED else o for o in (str(o) for o in overrides)]
 
 
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):

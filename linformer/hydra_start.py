@@ -61,6 +61,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
 
     def decorate(fn: Callable) -> Callable:
         start: dict = {}  # when the command started, and the nearest folder on the way to its run dir that existed
+        typed: list[str] = []  # the command line as typed (its run dir absolute): Hydra alone parses spec_overrides'
         jobs: list[SweepJob] = []  # a --multirun's jobs, as each ended
 
         def job(cfg):
@@ -78,6 +79,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             from hydra.core.hydra_config import HydraConfig
             from hydra.types import RunMode
 
+            sys.argv[1:] = typed  # parsed: what the job reads of it (run.json's command, a hint's) is as typed
             if HydraConfig.get().mode != RunMode.MULTIRUN:
                 return job(cfg)
             return _sweep_job(job, cfg, jobs)
@@ -108,6 +110,7 @@ def hydra_main(config_name: str, resumes: bool = False) -> Callable:
             # The run directory is worked out here too, so that a refused start can remove what Hydra made for it.
             given = sys.argv[1:]
             args = [_from_repository(a) for a in given]  # a relative hydra.run.dir or sweep.dir: from the clone too
+            typed[:] = args
             args = spec_overrides(args)  # task.spec.<field>= sets a TaskSpec field the task config leaves out too
             start.update(started=time.time(), before=None, earlier=None)
             with cli_errors(resumes, work=False):  # a --config-dir or --config-path that names no folder

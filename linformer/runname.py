@@ -93,8 +93,11 @@ def _job_suffix(task, _root_) -> str:
     keys; the experiment where the name is the default one, which names it, or an experiment's own), the
     operational keys (``name_no_runs``) and the length keys unless swept. A run_name given on the command line reads
     nothing, so every other override names the job."""
+    from .configs import as_typed  # configs reads this module's resolvers as it is imported
+
     if not _NOT_NAMING:  # handed down as the run specs are imported: not at `import linformer`, which stays light
         importlib.import_module(f"{__package__}.runconfig")
+    task = as_typed(task)  # a task.spec.<field>= as typed, not as the force-add Hydra parsed
     raw = str(_root_._get_node("run_name")._value())
     read = set(re.findall(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?=[},])", raw))
     given = any(str(o).startswith("run_name=") for o in task)

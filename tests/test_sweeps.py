@@ -1,6 +1,7 @@
 """--multirun: how a sweep names its jobs' folders, what it refuses before Hydra writes anything, and where a relative
 Hydra directory goes."""
 
+import contextlib
 import logging
 import signal
 import sys
@@ -218,3 +219,26 @@ def test_a_stop_ends_a_sweep_with_its_table_and_128_plus_the_signal(between, mon
     assert err[at].startswith(f"sweep of 3 jobs stopped ({said}), in {tmp_path}")
     assert [line.split(":")[0] for line in err[at + 1:]] == ["  #0 ran", "  #1 not started" if between else
                                                              "  #1 stopped", "  #2 not started"]
+
+
+def test_a_task_spec_field_names_a_sweep_job_and_its_record_as_typed(monkeypatch, capsys, tmp_path):
+    """task.spec.<field>= is a force-add for Hydra's parse (configs.spec_overrides), and that ++ went into the sweep
+    job's folder name and run.json's command: a sweep begun before named its jobs `...-s0-task.spec.format=csv`,
+    and the same command then trained every job again in a `...-s0-++task.spec.format=csv` folder beside it."""
+    typed = ["task=_example", "task.name=rte", "task.data_dir=d", "task.spec.format=csv", "task.spec.files.eval=dev.csv"]
+    assert _subdir("finetune", *typed).endswith("-s0-task.spec.files.eval=dev.csv,task.spec.format=csv")
+    assert _subdir("finetune", *typed[:3], "++task.spec.title=Hues").endswith("-s0-++task.spec.title=Hues")
+    seen = []
+
+    def body(cfg):
+        from hydra.core.hydra_config import HydraConfig
+
+        seen.append((Path(HydraConfig.get().runtime.output_dir).name, sys.argv[1:]))
+
+    args = ["-m", *typed, "model_path=m", "seed=0,1", f"paths.output_dir={tmp_path}"]
+    monkeypatch.setattr(sys, "argv", ["finetune.py", *args])
+    with contextlib.suppress(SystemExit):
+        hydra_start.hydra_main("finetune")(body)()
+    assert [name for name, _ in seen] == [f"rte-m-lr2e-05-s{s}-task.spec.files.eval=dev.csv,task.spec.format=csv"
+                                          for s in (0, 1)], capsys.readouterr().err
+    assert all(argv == args for _, argv in seen)  # what the job records as its command (train.stopping)
