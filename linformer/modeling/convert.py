@@ -282,12 +282,21 @@ def _reshaped_config(path: str, settings: dict) -> tuple[LinformerConfig, Linfor
         fields.update(converted_length_policy({"projection": config.projection, **settings}))
         fields.update(converted_exact_keys({"projection": config.projection, **settings},
                                            int(settings.get("max_seq_len", config.max_seq_len))))
-    if not _can_have_exact_keys({"attention": config.attention, "projection": config.projection, **settings}):
-        # a Linformer turned to full attention (a longer teacher): its exact keys have no projection to sit beside
-        fields.update({k: v for k, v in NO_EXACT_KEYS.items() if k not in settings})
+    fields.update(exact_keys_cleared(config, settings))
     if "max_seq_len" in settings:
         fields["max_position_embeddings"] = int(settings["max_seq_len"]) + config.position_offset
     return config, LinformerConfig(**{**fields, **settings})
+
+
+def exact_keys_cleared(config, settings: dict) -> dict:
+    """The exact keys (local_window, global_positions) that `settings` do not name, cleared (NO_EXACT_KEYS), where
+    they turn the saved Linformer of `config` to an attention that cannot have them (full: a longer teacher, the
+    spectrum's n x n maps); else {}. A converted Linformer's window and global tokens have no projection to sit
+    beside there, and a load that kept them would be refused. What a reshape (``from_linformer``) and a load of a
+    saved Linformer under full attention (``spectrum.load_full_attention_model``) both add to their settings."""
+    if _can_have_exact_keys({"attention": config.attention, "projection": config.projection, **settings}):
+        return {}
+    return {k: v for k, v in NO_EXACT_KEYS.items() if k not in settings}
 
 
 def _can_have_exact_keys(settings: dict) -> bool:

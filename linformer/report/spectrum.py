@@ -28,6 +28,7 @@ from linformer.files.outputs import check_output_files, made_by
 from linformer.logfile import fewer_than_asked
 
 from ..data.io import load_auto, record_path
+from ..modeling.convert import exact_keys_cleared
 from ..modeling.loading import load_pretrained, model_length, resolve_model_path
 from . import measured
 from .measured import machine_words
@@ -118,14 +119,16 @@ def attention_spectrum(model, input_ids: torch.Tensor, batch_size: int = 8) -> t
 
 def load_full_attention_model(model_path: str | Path, device: str = "cpu"):
     """The saved encoder attending fully, so that P is the paper's n x n matrix: a Linformer with attention="full"
-    (E and F left unused), or a BERT/RoBERTa-family encoder (the paper's Figure 1 is RoBERTa's) with eager attention,
+    (E and F left unused; a converted one's local window and global tokens cleared), or a BERT/RoBERTa-family encoder (the paper's Figure 1 is RoBERTa's) with eager attention,
     the implementation that returns its probabilities; on `device` as the config names it (``resolve_device``:
     auto, cpu, cuda or cuda:<index>)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     path = str(model_path)
-    if load_auto(AutoConfig, path).model_type == "linformer":
-        model = load_pretrained(AutoModelForMaskedLM, path, attention="full")
+    config = load_auto(AutoConfig, path)
+    if config.model_type == "linformer":  # a converted one's exact keys cleared, as convert's model.attention=full does
+        full = {"attention": "full"}
+        model = load_pretrained(AutoModelForMaskedLM, path, **full, **exact_keys_cleared(config, full))
     else:
         model = load_pretrained(AutoModel, path, attn_implementation="eager")
     return model.to(resolve_device(device)).eval()

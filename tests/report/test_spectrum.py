@@ -335,3 +335,21 @@ def test_fewer_windows_than_asked_are_said_and_both_counts_recorded(tmp_path, mo
     with caplog.at_level("WARNING", logger="linformer.report.spectrum"):
         analyze_spectrum(path, tmp_path / "out", "s", text_path=_text(tmp_path), num_windows=2, k=3, overwrite=True)
     assert "num_windows" not in caplog.text
+
+
+def test_a_converted_linformer_with_exact_keys_gives_its_full_attention_spectrum(tmp_path):
+    """A converted Linformer (local_window=128, global_positions=[0, -1], convert's defaults) loaded with
+    attention="full" was refused, advising local_window=0 and global_positions=[], which analyze_spectrum.py cannot
+    take: its window and global tokens are cleared as convert's model.attention=full clears them."""
+    import linformer  # noqa: F401
+    from linformer import LinformerConfig, LinformerForMaskedLM
+    from linformer.report.spectrum import load_full_attention_model
+
+    cfg = LinformerConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=32, max_seq_len=16, projected_dim=4, local_window=4,
+                          global_positions=[0, -1])
+    LinformerForMaskedLM(cfg).save_pretrained(tmp_path / "model")
+    model = load_full_attention_model(tmp_path / "model")
+    assert (model.config.attention, model.config.local_window, model.config.global_positions) == ("full", 0, [])
+    cum = attention_spectrum(model, torch.randint(3, 50, (2, 16)), batch_size=2)
+    assert cum.shape == (2, 2, 16)
