@@ -102,7 +102,7 @@ class TaskSpec:
         """The function (dotted name) that cleans this task's text before it is tokenized, or None: what a user must
         apply to raw text for the model to read what its run trained and scored on (``TEXT_CLEANING``)."""
         clean = TEXT_CLEANING.get(self.format)
-        return f"{clean.__module__}.{clean.__name__}" if clean else None
+        return cleaning_name(clean) if clean else None
 
     def reading(self) -> dict:
         """The fields that decide a split's rows and label ids (every field but those only naming or scoring them):
@@ -262,3 +262,13 @@ def clean_imdb(text: str) -> str:
 # same-tokenizer checks of distillation) and apply one dataset's markup rule to every text the model reads; model
 # cards and results name it (``TaskSpec.text_cleaning``) so that users apply it to raw text
 TEXT_CLEANING: dict[str, Callable[[str], str]] = {"imdb": clean_imdb}
+
+
+def cleaning_name(clean: Callable[[str], str]) -> str:
+    """How a record names a text-cleaning function: its dotted name (``linformer.data.tasks.clean_imdb``)."""
+    return f"{clean.__module__}.{clean.__name__}"
+
+
+def cleaning_named(name: str | None) -> Callable[[str], str] | None:
+    """The TEXT_CLEANING function a record names (``cleaning_name``), or None where it names none of them."""
+    return next((clean for clean in TEXT_CLEANING.values() if cleaning_name(clean) == name), None)

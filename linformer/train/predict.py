@@ -24,7 +24,7 @@ from ..data.io import count_lines
 from ..data.streams import TOKEN_TYPES, TaskCollator, example_columns
 from ..data.task_loading import Encode
 from ..data.task_readers import ROW, text_rows
-from ..data.tasks import TEXT_CLEANING, TaskSpec, task_label_names
+from ..data.tasks import TEXT_CLEANING, TaskSpec, cleaning_named, task_label_names
 from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..devices import resolve_device
 from ..errors import ConfigError, TaskDataError
@@ -174,9 +174,9 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None,
 def _cleaning(recorded: Recorded, spec: TaskSpec | None) -> Callable[[str], str]:
     """What finetuning did to a text before tokenizing it: the cleaning the record names, else the task's (its
     format's ``TEXT_CLEANING``), else none (the text stripped, as the readers strip it)."""
-    named = {f"{f.__module__}.{f.__name__}": f for f in TEXT_CLEANING.values()}
-    if recorded.text_cleaning in named:
-        return named[recorded.text_cleaning]
+    named = cleaning_named(recorded.text_cleaning)
+    if named is not None:
+        return named
     return TEXT_CLEANING.get(spec.format, str.strip) if spec else str.strip
 
 

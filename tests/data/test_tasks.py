@@ -573,6 +573,15 @@ def test_clean_imdb_replaces_each_run_of_breaks_by_one_space(raw, clean):
     assert tasks.clean_imdb(raw) == clean
 
 
+def test_a_recorded_cleaning_name_reads_back_as_its_function():
+    """A run records its task's cleaning by name (TaskSpec.text_cleaning) and predict turns the name back into the
+    function: both sides read one rule (tasks.cleaning_name / cleaning_named), not two spellings of it."""
+    for fmt, clean in tasks.TEXT_CLEANING.items():
+        assert tasks.cleaning_named(dataclasses.replace(tasks.get_task("imdb"), format=fmt).text_cleaning) is clean
+    assert tasks.cleaning_named("linformer.data.tasks.clean_imdb") is tasks.clean_imdb  # as records name it
+    assert tasks.cleaning_named(None) is None and tasks.cleaning_named("my_module.clean") is None
+
+
 def test_imdb_csv_bad_label(tmp_path, tokenizer):
     (tmp_path / "train.csv").write_text('id,label,rating,text\ntrain/pos/0_9,1,9,"ok, ""fine"""\ntrain/x/1_5,5,5,meh\n')
     with pytest.raises(TaskDataError, match=r"train.csv:3: label '5'"):
