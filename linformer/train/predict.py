@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -99,11 +100,14 @@ def recorded_training(model_dir: str | Path) -> Recorded:
                     record.get("text_cleaning"), run_config)
 
 
-def recorded_task(recorded: Recorded) -> TaskSpec | None:
+def recorded_task(recorded: Recorded, columns_from: str | None = None) -> TaskSpec | None:
     """The TaskSpec of the task a model records (``recorded_training``): the task.spec block of its run's
     config.yaml where that run was of this task (a task of one's own, registered in the process that ran it and
     perhaps in no other), else the task registered under its name (the package's own), else None (no task
-    recorded, or one whose spec is recorded nowhere here)."""
+    recorded, or one whose spec is recorded nowhere here). A recorded block that does not read as today's TaskSpec
+    (a record of another version: a reader or key since renamed) is a ConfigError naming the file, unless the
+    texts' columns come from elsewhere (`columns_from`: the flag that gives them, or the record that names them):
+    then the spec is wanted only for label names and text cleaning, and it is a warning and None."""
     if recorded.task is None:
         return None
     if recorded.run_config is not None:
@@ -113,7 +117,16 @@ def recorded_task(recorded: Recorded) -> TaskSpec | None:
                 return None
             return task_spec(recorded.task, task["spec"])
 
-        spec = read_recorded_config(recorded.run_config.parent, spec_block)
+        try:
+            spec = read_recorded_config(recorded.run_config.parent, spec_block)
+        except ConfigError as err:
+            if columns_from is None:
+                raise
+            cleaned = (f"{recorded.where} records ({recorded.text_cleaning})"
+                       if cleaning_named(recorded.text_cleaning) else "the readers clean it (stripped)")
+            print(f"warning: {err}. Not needed to predict: the texts are read from {columns_from}, the labels named "
+                  f"as the model's config names them, and the text cleaned as {cleaned}", file=sys.stderr)
+            return None
         if spec is not None:
             return spec
     return _tasks.TASKS.get(recorded.task)
@@ -151,7 +164,9 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None,
     where = resolve_device(device, device_key)
     path, config = classifier_config(given, "model_dir")
     recorded = recorded_training(path)
-    task, spec = recorded.task, recorded_task(recorded)
+    given = f"{COLUMNS_FLAG} {','.join(text_columns)}" if text_columns else None
+    task = recorded.task
+    spec = recorded_task(recorded, given or (f"the text_fields of {recorded.where}" if recorded.text_fields else None))
     fields = recorded.text_fields or (spec.text_fields if spec else None)
     if text_columns and fields and len(text_columns) != len(fields):
         raise ConfigError(f"{COLUMNS_FLAG} {','.join(text_columns)}: the model was finetuned on {task}, whose rows "

@@ -400,3 +400,24 @@ def test_the_columns_a_models_record_names_win_and_a_task_recorded_nowhere_is_re
     write_json(moved / SIDECAR, {"finetuning": [{"task": "pairy", "text_fields": ["question", "answer"],
                                                  "run_dir": "gone/run"}]})
     assert load_classifier_dir(str(moved)).columns == ("question", "answer")
+
+
+@pytest.mark.parametrize("spec", [{**PAIR_SPEC, "format": "tsv"}, {**PAIR_SPEC, "old_key": 1}])
+def test_a_recorded_spec_that_no_longer_reads_is_a_warning_where_the_columns_come_from_elsewhere(
+        scratch, tmp_path, spec, capsys):
+    """A run's config.yaml from another version (a reader since renamed, a key since retired) refused predict even
+    with --text-columns given, or with the columns its results.json names: the spec is then wanted only for label
+    names and text cleaning, and predict goes on with the model's own, saying why. Without them it is refused."""
+    run = _pair_run(scratch, tmp_path, {"task": "pairy"}, spec=spec)
+    with pytest.raises(ConfigError, match=r"config.yaml \(the run's recorded config\): task.spec"):
+        load_classifier_dir(str(run / "best"))
+    capsys.readouterr()
+    classifier = load_classifier_dir(str(run / "best"), ("a", "b"))
+    assert classifier.columns == ("a", "b") and classifier.labels == list(LABELS.values())
+    assert classifier.clean is str.strip
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and said[0].startswith(f"warning: {run / 'config.yaml'}") and \
+        "read from --text-columns a,b" in said[0], said
+    write_json(run / RESULTS, {"task": "pairy", "text_fields": ["q", "s"]})
+    assert load_classifier_dir(str(run / "best")).columns == ("q", "s")
+    assert "read from the text_fields of" in capsys.readouterr().err
