@@ -576,10 +576,23 @@ def _check_kept(config: LinformerConfig, key: str, asked, keep: str | None = Non
                  "and F start fresh (this model's are its trained ones)")
     elif key == "max_position_embeddings":
         route = "give max_seq_len to LinformerModel.from_pretrained_encoder(path, max_seq_len=...), which sets it"
+    elif key == "num_hidden_layers" and first_layers(saved, asked):
+        route = first_layers(saved, asked)
     else:
         route = "another value is another model, to pretrain or convert rather than load"
     raise ConfigError(f"{key}={asked!r} differs from the saved model's {key}={saved!r}, which its weights were saved "
                       f"for: from_pretrained loads them as saved, so {keep or f'leave {key} out'}; or {route}.")
+
+
+def first_layers(saved: int, asked) -> str | None:
+    """How to keep the first `asked` layers of a model saved with `saved` (Hugging Face's way to a shallower model
+    from a deeper one), where `asked` is fewer; else None. No load or conversion does it (its config would not
+    describe the weights, which are read as saved): the whole model loaded, its layers sliced, does."""
+    if not fits_type(asked, int) or not 0 < asked < saved:
+        return None
+    return (f"to keep its first {asked} layers, load it whole and slice it: model.base_model.encoder.layer = "
+            f"model.base_model.encoder.layer[:{asked}]; model.config.num_hidden_layers = {asked} (and, where k is "
+            f"given per layer, model.config.projected_dim = model.config.projected_dim[:{asked}])")
 
 
 def _check_alone(key: str, value) -> None:

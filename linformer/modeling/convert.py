@@ -37,7 +37,14 @@ from ..logfile import say
 from ..shell import hydra_override, imports_words, script_command
 from .attention import resampled_rows
 from .card import conversion_info, fresh_besides_head, not_copied_words, read_card_info, write_model_card
-from .configuration import ENCODER_FIELDS, SHAPE_FIELDS, LinformerConfig, check_model_fields, position_offset_of
+from .configuration import (
+    ENCODER_FIELDS,
+    SHAPE_FIELDS,
+    LinformerConfig,
+    check_model_fields,
+    first_layers,
+    position_offset_of,
+)
 from .errors import CheckpointError, ConfigError, LinformerError, first_line
 from .loading import (
     _SAFE_WEIGHTS,
@@ -325,9 +332,11 @@ def check_kept_shapes(settings: dict, source_config, where: str) -> None:
                               "and the position offset): give max_seq_len instead.")
         have = getattr(source_config, key, None)
         if settings[key] != have:
+            fewer = first_layers(have, settings[key]) if key == "num_hidden_layers" else None
             raise ConfigError(f"{key}={settings[key]!r}: a conversion keeps the shapes of the weights of {where}, "
-                              f"whose {key} is {have!r}: leave {key} out (it comes from the source); another size is "
-                              "a model to pretrain, not to convert.")
+                              f"whose {key} is {have!r}: leave {key} out (it comes from the source); "
+                              + (f"{fewer}, after converting it whole." if fewer else
+                                 "another size is a model to pretrain, not to convert."))
 
 
 def _fit_projections(state: dict, target: dict, old: LinformerConfig, new: LinformerConfig, path: str) -> None:

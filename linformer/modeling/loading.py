@@ -48,7 +48,7 @@ from ..files.runs import (
     step_of,
 )
 from ..shell import hydra_override, script_command, shell_command
-from .configuration import names_a_path, position_offset_of
+from .configuration import first_layers, names_a_path, position_offset_of
 from .errors import CheckpointError, ConfigError, HubOfflineError, LinformerError, first_line
 
 log = logging.getLogger(__name__)
@@ -377,7 +377,9 @@ def check_weights_described(path: str, model, info: dict) -> None:
     an encoder weight the model has no place for (a layer more than num_hidden_layers: dropped), or one the weights
     lack (a layer fewer: transformers would start it at random). A conversion would be another model than its
     source under its name, a finetuning would train it under the folder's name; a head or pooler the class does not
-    take, or starts fresh, is no mismatch (``_is_encoder_key``)."""
+    take, or starts fresh, is no mismatch (``_is_encoder_key``). Where the folder's config.json gives the weights'
+    layers, the config given in its place (config=) is the one named, with how to keep the first layers of a model
+    (``first_layers``): Hugging Face's way to a shallower model, which no load does."""
     where = f"{path}/config.json" if os.path.isdir(path) else f"{path!r}'s config.json"
     fix = "give the folder the config.json its weights were saved with"
     mismatched = sorted(info.get("mismatched_keys") or [], key=lambda row: row[0])  # (key, weights', model's)
@@ -396,6 +398,11 @@ def check_weights_described(path: str, model, info: dict) -> None:
     layers = getattr(model.config, "num_hidden_layers", None)
     words = [f"it gives num_hidden_layers={layers}, the weights hold {max(held) + 1} layers"] \
         if held and layers is not None and max(held) + 1 != layers else []
+    own = read_json(Path(path) / "config.json").get("num_hidden_layers") if os.path.isdir(path) else None
+    if words and own == max(held) + 1:  # the folder's file is right: the config passed in its place is not
+        where, fix = "the config given (config=)", "give config= the one they were saved with, its own config.json"
+        fix += "".join(f"; or {route}" for route in [first_layers(own, layers)] if route)
+        raise CheckpointError(f"{where} does not describe the weights of {path} ({words[0]}): {fix}.")
     if extra and not words:
         words.append(f"the weights hold {_modules(extra, 3)}, which its model has no place for")
     if lacking and not words:

@@ -277,6 +277,47 @@ def test_a_config_passed_to_from_pretrained_is_checked_as_a_keyword_override_is(
         load(tmp_path / "saved", config=given)
 
 
+@pytest.mark.parametrize("fields", [{}, {"projected_dim": [4, 8, 4]}], ids=["one k", "k per layer"])
+def test_a_shallower_model_asked_of_a_deeper_one_is_told_the_slicing_that_keeps_its_first_layers(tmp_path, fields):
+    """cfg.num_hidden_layers = 2 and from_pretrained(dir, config=cfg) on a 3-layer model (Hugging Face's way to a
+    model's first layers) was refused with advice to pretrain or convert, and convert refuses it too. The refusal
+    gives the slicing that works: followed as written, the model is the saved one's first two layers, and saves and
+    loads as such. A BERT encoder's config= gets the same words, not advice to fix its folder's config.json."""
+    import re
+
+    from transformers import BertConfig, BertModel
+
+    from linformer.errors import CheckpointError
+    from linformer.modeling.convert import check_kept_shapes
+    from linformer.modeling.loading import load_pretrained
+
+    model = _trained(tmp_path / "saved", num_hidden_layers=3, **fields)
+    config = AutoConfig.from_pretrained(tmp_path / "saved")
+    config.num_hidden_layers = 2
+    with pytest.raises(ConfigError, match=r"^num_hidden_layers=2 differs from the saved model's num_hidden_layers=3"
+                                          r".* to keep its first 2 layers, load it whole and slice it: ") as err:
+        LinformerModel.from_pretrained(tmp_path / "saved", config=config)
+    route = re.search(r"slice it: (.*) \(and, where k is given per layer, (.*)\)\.$", str(err.value))
+    whole = LinformerModel.from_pretrained(tmp_path / "saved").eval()
+    exec(route[1] + (f"; {route[2]}" if fields else ""), {"model": whole})
+    ids = torch.randint(3, 64, (2, 16))
+    with torch.no_grad():
+        first_two = model(ids, output_hidden_states=True).hidden_states[2]
+        assert torch.allclose(whole(ids).last_hidden_state, first_two, atol=1e-6)
+    whole.save_pretrained(tmp_path / "shallow")
+    assert LinformerModel.from_pretrained(tmp_path / "shallow").config.num_hidden_layers == 2
+    with pytest.raises(ConfigError, match=re.escape("leave num_hidden_layers out (it comes from the source); "
+                                                    "to keep its first 2 layers, load it whole and slice it")):
+        check_kept_shapes({"num_hidden_layers": 2}, LinformerConfig.from_pretrained(tmp_path / "saved"), "x")
+    BertModel(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                         intermediate_size=64)).save_pretrained(tmp_path / "bert")
+    bert = AutoConfig.from_pretrained(tmp_path / "bert")
+    bert.num_hidden_layers = 2
+    with pytest.raises(CheckpointError, match=r"^the config given \(config=\) does not describe the weights of .*: "
+                                              r"give config= the one they were saved with, its own config.json; or to keep its first 2 "):
+        load_pretrained(AutoModel, str(tmp_path / "bert"), config=bert)
+
+
 def test_a_config_passed_to_from_pretrained_keeps_full_attention_and_the_other_fields_open(tmp_path):
     """attention='full', dropout and the labels through config= load as the keywords do; a folder without a
     config.json has only the given config to go by."""
