@@ -16,7 +16,7 @@ from pathlib import Path
 from .errors import ConfigError, did_you_mean, first_line
 from .files.mappings import flatten
 from .files.names import NAME_MAX_BYTES
-from .runname import register_resolvers
+from .runname import FORCED, register_resolvers
 from .shell import hydra_value, script_command, shell_command
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
@@ -286,11 +286,6 @@ SPEC_KEYS = ("text_fields", "label_field", "label_names", "raw_labels", "metrics
              "title")
 
 
-# The force-adds ``spec_overrides`` made of this process's typed task.spec.<field>= overrides: Hydra's parse alone
-# sees them; what names a run (a sweep job's folder, ``runname._job_suffix``) reads them back as typed (``as_typed``)
-_FORCED: set[str] = set()
-
-
 def spec_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
     """`overrides` with each ``task.spec.<field>=`` of a TaskSpec field (SPEC_KEYS, and ``task.spec=`` itself) made
     a force-add (``++``): a task config may leave a field out (format, files, eval_split, title take the TaskSpec's
@@ -303,16 +298,8 @@ def spec_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
         return "=" in override and parts[:2] == ["task", "spec"] and (len(parts) == 2 or parts[2] in SPEC_KEYS)
 
     made = [f"++{o}" if field_of(o) else o for o in overrides]
-    _FORCED.update(m for m, o in zip(made, overrides) if m != o)
+    FORCED.update(m for m, o in zip(made, overrides) if m != o)
     return made
-
-
-def as_typed(overrides) -> list[str]:
-    """`overrides` (Hydra's ``hydra.overrides.task``) with each force-add ``spec_overrides`` made written back as it
-    was typed (``task.spec.format=csv``), so that a sweep job's folder name and what a run records are the command
-    line's: a sweep begun before task.spec.<field>= was rewritten finds its folders again. One the user typed with
-    its ``++`` keeps it (unless the same process also rewrote that very override from its plain form)."""
-    return [o[2:] if o in _FORCED else o for o in (str(o) for o in overrides)]
 
 
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), with_hydra: bool = False):

@@ -93,8 +93,6 @@ def _job_suffix(task, _root_) -> str:
     keys; the experiment where the name is the default one, which names it, or an experiment's own), the
     operational keys (``name_no_runs``) and the length keys unless swept. A run_name given on the command line reads
     nothing, so every other override names the job."""
-    from .configs import as_typed  # configs reads this module's resolvers as it is imported
-
     if not _NOT_NAMING:  # handed down as the run specs are imported: not at `import linformer`, which stays light
         importlib.import_module(f"{__package__}.runconfig")
     task = as_typed(task)  # a task.spec.<field>= as typed, not as the force-add Hydra parsed
@@ -145,6 +143,19 @@ def _device_type(device: str) -> str:
     from .devices import device_type  # torch, imported where a config asks for it, not by every config read
 
     return device_type(device)
+
+
+# The force-adds ``configs.spec_overrides`` made of this process's typed task.spec.<field>= overrides: Hydra's parse
+# alone sees them; what names a run (a sweep job's folder, ``_job_suffix``) reads them back as typed (``as_typed``)
+FORCED: set[str] = set()
+
+
+def as_typed(overrides) -> list[str]:
+    """`overrides` (Hydra's ``hydra.overrides.task``) with each force-add ``configs.spec_overrides`` made written back as it
+    was typed (``task.spec.format=csv``), so that a sweep job's folder name and what a run records are the command
+    line's: a sweep begun before task.spec.<field>= was rewritten finds its folders again. One the user typed with
+    its ``++`` keeps it (unless the same process also rewrote that very override from its plain form)."""
+    return [o[2:] if o in FORCED else o for o in (str(o) for o in overrides)]
 
 
 def register_resolvers() -> None:
