@@ -545,13 +545,21 @@ WEIGHT_FIELDS = SHAPE_FIELDS | {"position_offset", "pad_token_id", "tie_word_emb
                                 "classifier_pooling", "length_policy"}
 
 
+# WEIGHT_FIELDS whose change alters the shape of a saved weight (an embedding, a projection, E and F, the position
+# table): transformers' own load finds the mismatch whatever config it is given
+SIZE_CHECKED_FIELDS = frozenset({"vocab_size", "hidden_size", "intermediate_size", "max_seq_len", "projected_dim",
+                                 "type_vocab_size", "max_position_embeddings"})
+
+
 def check_config_for_weights(saved: LinformerConfig, given: LinformerConfig) -> None:
     """ConfigError where `given`, the config passed to from_pretrained (``config=``) for the weights saved with the
     config `saved`, differs from it in a field those weights depend on (WEIGHT_FIELDS): transformers builds the model
     from `given` and loads the weights into it without reading config.json, so they would load dropped, fresh, or
     read as something else. The check and the words of a keyword override (``_check_kept``); attention="full"
-    passes, as there. The attention's fields are named before max_position_embeddings, which follows from n."""
-    for key in sorted(WEIGHT_FIELDS, key=lambda name: (name == "max_position_embeddings", name)):
+    passes, as there. A field that changes a weight's shape (SIZE_CHECKED_FIELDS) is left to transformers, whose
+    load refuses the mismatch (a RuntimeError) or, with ignore_mismatched_sizes=True, starts that weight fresh and says
+    so, as for any Hugging Face model; the fields checked here are those a load would take in silence."""
+    for key in sorted(WEIGHT_FIELDS - SIZE_CHECKED_FIELDS):
         asked = getattr(given, key)
         if not (key == "attention" and asked == "full"):
             _check_kept(saved, key, asked, keep=f"give config= the saved {key}")
