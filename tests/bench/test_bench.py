@@ -18,6 +18,7 @@ from linformer.bench.models import Size
 from linformer.bench.paper import PAPER_MEMORY_SAVED, PAPER_TIME_SAVED, paper_value
 from linformer.configs import compose
 from linformer.errors import ConfigError
+from linformer.modeling.configuration import YOUR_OWN_IMPORTED as YOUR_OWN
 from linformer.modeling.flops import flop_ratio
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -584,13 +585,15 @@ def test_a_benchmark_killed_by_sigkill_leaves_no_busy_process():
     (["inference.linformer_attn_implementation=xformers"],
      "inference.linformer_attn_implementation='xformers' is not one of sdpa, flex_attention."),
     # the models' settings, as LinformerConfig takes them, at every n of the grid (they used to fail mid-run)
-    (["inference.sharing=bogus"], "inference: sharing='bogus' is not one of none, headwise, kv, layerwise."),
+    (["inference.sharing=bogus"], ("inference: sharing='bogus' is not one of none, headwise, kv, layerwise; one of "
+                                   f"your own: an entry in linformer.modeling.configuration.SHARING {YOUR_OWN}.")),
     (["inference.heads=7"], "inference: hidden_size (768) must be a multiple of num_attention_heads (7)."),
     (["inference.ns=[512,4096]", "inference.global_positions=[1000]"],
      ("inference: global_positions=[1000]: [1000] not a position in -512..511 (max_seq_len n=512; negative counts "
       "from each row's last real token).")),
     (["throughput.enabled=true", "throughput.sharing=kvv"],
-     "throughput: sharing='kvv' is not one of none, headwise, kv, layerwise."),
+     ("throughput: sharing='kvv' is not one of none, headwise, kv, layerwise; one of your own: an entry in "
+      f"linformer.modeling.configuration.SHARING {YOUR_OWN}.")),
     # the throughput grid is checked as the inference grid is: it used to time k > n, or write an empty table
     (["inference.enabled=false", "throughput.ns=[512]", "throughput.ks=[1024]"],
      "throughput.ns=[512] and throughput.ks=[1024]: no cell has k < n, so nothing would be measured."),
