@@ -151,18 +151,29 @@ def _source_size(source: str) -> str:
     return f"{Path(source).stat().st_size / 2**20:,.1f} MiB{', gzip' if source.endswith('.gz') else ''}"
 
 
+def _share(max_lines: int, taken: int, i: int, sources: int) -> int:
+    """The lines source `i` of `sources` may take when `taken` are taken: an equal share of what is left, or, where
+    there are fewer lines than sources, its part of an even spread (the cumulative ceil(max_lines x (i+1) / sources):
+    one line from every (sources / max_lines)-th source, the first included), so that a sample of 100 lines from
+    3,000 files is not the first 100 files'."""
+    if max_lines >= sources:
+        return ceil_div(max_lines - taken, sources - i)
+    return max(0, ceil_div(max_lines * (i + 1), sources) - taken)
+
+
 def _iter_line_batches(sources: list[str], max_lines: int | None, stats: dict, skip_bad_rows: bool = False,
                        batch: int = 1000, progress_lines: bool = False) -> Iterator[list[str]]:
     """Non-empty lines of every source (a file or hf:<name>[:<config>]), in batches (the Rust trainer pre-tokenizes a
     batch in parallel), read as prepare_corpus reads them (``io.checked_lines``: a binary file is refused the same
     way). With `max_lines`, a sample spread over the sources: each takes its first lines up to an equal share of
-    what is left, so a source shorter than its share leaves the rest to those after it. ``stats["per_source"]``
+    what is left, so a source shorter than its share leaves the rest to those after it (fewer lines than sources: one
+    line each from sources spaced evenly through the list, ``_share``). ``stats["per_source"]``
     counts the lines taken from each. A pre-token longer than LONGEST_PRETOKEN is given in pieces
     (``_trainer_pieces``), counted in ``stats["cut"]``. Each file is read once, to its end (a sample too), and
     ``stats["sha256"]`` gets its sha256 from that read (``_source_lines``)."""
     buf: list[str] = []
     for i, source in enumerate(sources):
-        share = None if max_lines is None else ceil_div(max_lines - stats["lines"], len(sources) - i)
+        share = None if max_lines is None else _share(max_lines, stats["lines"], i, len(sources))
         taken = 0
         counts = {"replaced_chars": 0, "skipped_bad_rows": 0, "cr_line_ends": 0}
         if progress_lines and share != 0:  # a whole source takes a minute or more (the mirror's books): said first

@@ -580,6 +580,23 @@ def test_max_lines_is_a_sample_spread_over_the_files(tmp_path, corpus_file, caps
     assert tok.tokenize("zorblaxian") == ["zorblaxian"]  # b.txt's word: it was read
 
 
+def test_fewer_lines_than_files_take_one_line_from_files_spread_over_the_list(tmp_path):
+    """max_lines=4 over 12 files took the first four files' lines and nothing of the eight after them; the lines now
+    come from files 0, 3, 6 and 9 (every third), and a file with no line to give passes its line on."""
+    from linformer.data.tokenizer import _iter_line_batches
+
+    files = []
+    for i in range(12):
+        files.append(tmp_path / f"f{i:02d}.txt")
+        files[-1].write_text("" if i == 3 else f"line of file {i}\nsecond of {i}\n")
+    stats = {"lines": 0, "chars": 0, "per_source": {}}
+    lines = [line for batch in _iter_line_batches([str(f) for f in files], 4, stats) for line in batch]
+    assert stats["lines"] == 4
+    assert {Path(s).name: n for s, n in stats["per_source"].items() if n} == {
+        "f00.txt": 1, "f04.txt": 1, "f06.txt": 1, "f09.txt": 1}  # f03 is empty: f04 takes its line
+    assert lines[0] == "line of file 0"
+
+
 def test_ctrl_c_stops_the_bpe_training_at_once():
     """The training runs in a child process, so Ctrl-C is acted on within a poll, not after the (native) training."""
     import os
