@@ -79,22 +79,7 @@ def test_a_rank_whose_launcher_is_killed_gets_sigterm(tmp_path):
     launcher = (f"import os, subprocess, sys, time; env = dict(os.environ, **{TORCHRUN_ENV!r})\n"
                 f"subprocess.Popen({rank!r}, env=env, start_new_session=True); time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-c", launcher])
-    deadline = time.monotonic() + 120
-    try:
-        while not (tmp_path / "pid").exists():
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
-    finally:
-        proc.kill()
-        proc.wait()
-    pid = int((tmp_path / "pid").read_text())
-    try:
-        while not (tmp_path / "stopped").exists():
-            assert time.monotonic() < deadline, "the rank outlived its launcher without a stop"
-            time.sleep(0.05)
-    finally:
-        if not (tmp_path / "stopped").exists():
-            os.kill(pid, signal.SIGKILL)
+    _kill_once_the_rank_runs(proc, tmp_path, seconds=120)
 
 
 @LINUX
@@ -111,19 +96,25 @@ def test_torchrun_killed_takes_its_rank_with_it(tmp_path):
         "time.sleep(300)\n", tmp_path)
     proc = subprocess.Popen([torchrun, "--nproc_per_node", "1", "--master_port", "29541", *rank[1:]],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300  # torchrun imports torch: a minute and more on a loaded machine
+    _kill_once_the_rank_runs(proc, tmp_path, seconds=300)  # torchrun imports torch: a minute and more when loaded
+
+
+def _kill_once_the_rank_runs(launcher: subprocess.Popen, tmp_path, seconds: float) -> None:
+    """SIGKILL `launcher` once its rank has written its pid, then wait for the rank's SIGTERM handler to write
+    `stopped` (the rank itself is killed if it never does, so no test leaves it behind)."""
+    deadline = time.monotonic() + seconds
     try:
         while not (tmp_path / "pid").exists():
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.1)
+            assert time.monotonic() < deadline and launcher.poll() is None
+            time.sleep(0.05)
     finally:
-        proc.kill()
-        proc.wait()
+        launcher.kill()
+        launcher.wait()
     pid = int((tmp_path / "pid").read_text())
     try:
         while not (tmp_path / "stopped").exists():
-            assert time.monotonic() < deadline, "the rank outlived torchrun without a stop"
-            time.sleep(0.1)
+            assert time.monotonic() < deadline, "the rank outlived its launcher without a stop"
+            time.sleep(0.05)
     finally:
         if not (tmp_path / "stopped").exists():
             os.kill(pid, signal.SIGKILL)

@@ -116,10 +116,11 @@ def test_the_block_mask_visits_a_bounded_number_of_key_blocks():
     assert visits.float().mean() < 8
 
 
-def _sdpa_and_flex(**fields) -> tuple[torch.Tensor, torch.Tensor]:
-    """A small model's hidden states at the real tokens of a padded batch, under sdpa and under flex_attention."""
+def _sdpa_and_flex(prepare=lambda model: model, **fields) -> tuple[torch.Tensor, torch.Tensor]:
+    """A small model's hidden states at the real tokens of a padded batch, under sdpa and under flex_attention
+    (`prepare`: what is done to the fresh model first, e.g. a dtype)."""
     torch.manual_seed(0)
-    model = LinformerModel(LinformerConfig(**{**SMALL, **fields})).eval()
+    model = prepare(LinformerModel(LinformerConfig(**{**SMALL, **fields}))).eval()
     ids = torch.randint(3, 50, (2, 150))
     mask = torch.ones_like(ids)
     mask[1, 100:] = 0
@@ -152,22 +153,17 @@ def test_a_model_under_flex_gives_the_sdpa_hidden_states(fields, eager):
 def test_a_float64_model_under_flex_gives_the_sdpa_hidden_states_to_float64s_precision(fields, eager):
     """flex's score_mod added the projected columns' log counts through float32 whatever the model's dtype: a float64
     model under flex was 3e-9 from itself under sdpa (random E and F, whose counts float32 does not hold exactly)."""
-    torch.manual_seed(0)
-    model = LinformerModel(LinformerConfig(**{**SMALL, **fields})).double().eval()
-    with torch.no_grad():
-        for layer in model.encoder.layer:
-            layer.attention.self.E.weight.normal_(0, 0.3)
-            layer.attention.self.F.weight.normal_(0, 0.3)
-    ids = torch.randint(3, 50, (2, 150))
-    mask = torch.ones_like(ids)
-    mask[1, 100:] = 0
-    outs = []
-    for impl in ("sdpa", "flex_attention"):
-        model.set_attn_implementation(impl)
+    def random_float64(model):
+        model = model.double()
         with torch.no_grad():
-            outs.append(model(ids, attention_mask=mask).last_hidden_state[mask.bool()])
-    assert outs[1].dtype == torch.float64
-    torch.testing.assert_close(outs[1], outs[0], atol=1e-12, rtol=0)
+            for layer in model.encoder.layer:
+                layer.attention.self.E.weight.normal_(0, 0.3)
+                layer.attention.self.F.weight.normal_(0, 0.3)
+        return model
+
+    sdpa, flexed = _sdpa_and_flex(random_float64, **fields)
+    assert flexed.dtype == torch.float64
+    torch.testing.assert_close(flexed, sdpa, atol=1e-12, rtol=0)
 
 
 def test_the_block_mask_is_built_once_per_forward(eager, monkeypatch):

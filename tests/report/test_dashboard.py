@@ -284,18 +284,7 @@ def test_tensorboard_starts_before_the_first_mirror(tmp_path, make_run, monkeypa
 def test_tensorboard_not_up_is_a_failure_only_when_it_ended(tmp_path, monkeypatch, capsys, child, status, line):
     """An `error:` line for TensorBoard not answering was followed by exit 0: one that ended before serving is the
     command's failure (non-zero), one still starting after the wait a warning while the mirror goes on."""
-    import socket
-    import sys
-
-    from linformer.report import dashboard
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    monkeypatch.setattr(dashboard, "tensorboard_command", lambda *a, **k: [sys.executable, "-c", child])
-    monkeypatch.setattr(dashboard, "UP_WITHIN_S", 0.5)
-    (tmp_path / "runs").mkdir()
-    assert dashboard.serve(tmp_path / "runs", tmp_path / "tb", port=port, watch_every=0.2) == status
+    assert _serve_with_child(child, tmp_path, monkeypatch) == status
     err = capsys.readouterr().err
     assert line in err and (status != 0) == ("error:" in err)
 
@@ -305,20 +294,10 @@ def test_tensorboard_asks_for_sigterm_when_its_dashboard_dies(tmp_path, monkeypa
     """A dashboard killed by SIGKILL left TensorBoard serving on its port (a new dashboard there was refused) a mirror
     nobody refreshed: TensorBoard's process asks the kernel for SIGTERM when the dashboard dies, as the plan runner's
     jobs do. Its child reports the signal it was given (prctl's PR_GET_PDEATHSIG)."""
-    import socket
-
-    from linformer.report import dashboard
-
     report = tmp_path / "signal"
     child = ("import ctypes, pathlib; got = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(got)); "
              f"pathlib.Path({str(report)!r}).write_text(str(got.value))")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    monkeypatch.setattr(dashboard, "tensorboard_command", lambda *a, **k: [sys.executable, "-c", child])
-    monkeypatch.setattr(dashboard, "UP_WITHIN_S", 0.5)
-    (tmp_path / "runs").mkdir()
-    dashboard.serve(tmp_path / "runs", tmp_path / "tb", port=port, watch_every=0.2)  # it ends: an `error:` line
+    _serve_with_child(child, tmp_path, monkeypatch)  # it ends: an `error:` line
     assert report.read_text() == str(int(signal.SIGTERM))
 
 
@@ -870,3 +849,20 @@ def test_a_serving_tensorboard_reads_rows_appended_after_a_new_summary_file(tmp_
     assert loss == [(1, 1.0), (2, 1.0), (3, 0.5)]
     config = served.Tensors("a", "config/text_summary")[-1].tensor_proto.string_val[0].decode()
     assert ("| status | complete |" in config) == multifile
+
+
+def _serve_with_child(child: str, tmp_path, monkeypatch) -> int:
+    """dashboard.serve on a free port with `child` (Python source) started in TensorBoard's place, waited for 0.5 s;
+    returns serve's exit status."""
+    import socket
+    import sys
+
+    from linformer.report import dashboard
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(dashboard, "tensorboard_command", lambda *a, **k: [sys.executable, "-c", child])
+    monkeypatch.setattr(dashboard, "UP_WITHIN_S", 0.5)
+    (tmp_path / "runs").mkdir()
+    return dashboard.serve(tmp_path / "runs", tmp_path / "tb", port=port, watch_every=0.2)
