@@ -329,9 +329,9 @@ def checked_lines(path: str, skip_bad_rows: bool, counts: dict, f: io.BufferedIO
     for i, raw in enumerate(f):
         if i == 0:
             raw = raw.removeprefix(_UTF8_BOM)
-            if raw.startswith(_GZIP_MAGIC) and not _gzipped(path):
-                raise CorpusError(f"{path}: gzip-compressed text named as plain text: name it "
-                                  f"{os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")
+            if not _gzipped(path) and (compressed := compressed_advice(
+                    path, raw, f"name it {os.path.basename(path)}.gz (a .txt.gz file is decompressed as it is read)")):
+                raise CorpusError(f"{path}: {compressed}")
         if utf16 := utf16_advice(path, raw, i + 1, f"UTF-8 ({CORPUS_LAYOUT})"):
             raise CorpusError(f"{path}: {utf16}")
         bodies = line_bodies(raw)
@@ -373,6 +373,12 @@ def utf16_advice(path: str, raw: bytes, lineno: int, expected: str = "UTF-8") ->
     if not _utf16(raw, lineno):
         return None
     return f"UTF-16 text; expected {expected}: convert it, e.g. {iconv_command(path, 'UTF-16')}"
+
+
+def compressed_advice(path: str, raw: bytes, fix: str) -> str | None:
+    """Where `raw`, the first line of the file `path`, begins with gzip's bytes 1f 8b: what to say of it (gzip-compressed
+    data read as text, and the reader's `fix`); else None. The corpus's and the task readers' one test of it."""
+    return f"gzip-compressed data, not text: {fix}" if raw.startswith(_GZIP_MAGIC) else None
 
 
 def iconv_command(path: str, encoding: str) -> str:

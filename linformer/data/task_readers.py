@@ -12,12 +12,14 @@ import dataclasses
 import io
 import json
 import re
+import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, HubOfflineError, TaskDataError, first_line
 from .io import (
+    compressed_advice,
     first_utf8_line,
     hub_offline,
     hub_offline_error,
@@ -152,6 +154,10 @@ def _utf8_lines(path: Path) -> Iterator[str]:
                 offset = len(raw)
                 raw = raw.removeprefix(codecs.BOM_UTF8)
                 offset -= len(raw)
+                stem = str(path)[:-3] if str(path).lower().endswith(".gz") else f"{path.with_suffix('')}-text{path.suffix}"
+                if compressed := compressed_advice(str(path), raw, "decompress it first, e.g. gzip -dc "
+                                                   f"{shlex.quote(str(path))} > {shlex.quote(stem)}"):
+                    raise TaskDataError(f"{path}: {compressed}")
             # UTF-16 text has a NUL byte on each line (but its first, a BOM's): a NUL byte's test spares the rest
             if (number == 0 or _NUL in raw) and (utf16 := utf16_advice(str(path), raw, number + 1, "UTF-8 text")):
                 raise TaskDataError(f"{path}: {utf16}")

@@ -173,6 +173,20 @@ def test_a_lone_surrogate_escaped_in_a_jsonl_line_is_a_bad_row_named_by_its_line
     assert [r["label"] for r in rows] == _alone(scratch, ["the cat", "a dog \U0001f600"])
 
 
+@pytest.mark.parametrize("name", ["reviews.txt", "reviews.tsv.gz"])
+def test_a_gzip_file_is_named_as_compressed_with_the_command_that_decompresses_it(scratch, tmp_path, name):
+    """A gzip file given as input was "not UTF-8 ... binary data?" (the corpus reader names gzip in the same case):
+    one line saying it is gzip-compressed, with the command that writes the text beside it."""
+    import gzip
+
+    source = tmp_path / name
+    source.write_bytes(gzip.compress(b"sentence\nthe cat\n"))
+    text = tmp_path / ("reviews.tsv" if name.endswith(".gz") else "reviews-text.txt")
+    with pytest.raises(TaskDataError, match=rf"{name}: gzip-compressed data, not text: decompress it first, e\.g\. "
+                                            rf"gzip -dc \S*{name} > \S*{text.name}$"):
+        _predict(scratch, source)
+
+
 def test_a_model_that_is_not_a_classifier_is_refused(tmp_path, scratch):
     from linformer.modeling import LinformerForMaskedLM
 
