@@ -75,12 +75,18 @@ def test_a_projection_named_in_imports_pretrains_saves_and_loads(tiny_data, tmp_
     assert torch.isfinite(logits).all()
 
 
-def test_an_unregistered_projection_is_refused_first_naming_imports(tiny_data, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("override, refusal", [
+    ("model.projection=cc_strided", "error: model: projection='cc_strided' is not one of linear"),
+    # the projection's refusal said how to reach one of one's own (imports=); the sharing mode's did not
+    ("model.sharing=cc_layerwise_heads", "error: model: sharing='cc_layerwise_heads' is not one of none, headwise"),
+])
+def test_an_unregistered_name_is_refused_first_naming_imports(tiny_data, tmp_path, monkeypatch, capsys, override,
+                                                               refusal):
     """Refused before the warmup that is as long as the run: the fix is a module to import, not another number."""
-    argv = _script_args(tiny_data, tmp_path / "run", "model.projection=cc_strided", "trainer.max_steps=1")[2:]
+    argv = _script_args(tiny_data, tmp_path / "run", override, "trainer.max_steps=1")[2:]
     assert run_script("pretrain", argv, monkeypatch) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: model: projection='cc_strided' is not one of linear")
+    assert err[-1].startswith(refusal)
     assert "imports=[my_module]" in err[-1]
     assert not (tmp_path / "run").exists()
 
@@ -118,13 +124,3 @@ def test_a_sharing_mode_named_in_imports_is_built_as_it_says_and_what_follows_th
     _forget_module()
     done = export_run(run, tmp_path / "exported", step=2)
     assert LinformerForMaskedLM.from_pretrained(str(done["out"])).config.sharing == "cc_layerwise_heads"
-
-
-def test_an_unregistered_sharing_mode_is_refused_first_naming_imports(tiny_data, tmp_path, monkeypatch, capsys):
-    """The projection's refusal said how to reach one of one's own (imports=); the sharing mode's did not."""
-    argv = _script_args(tiny_data, tmp_path / "run", "model.sharing=cc_layerwise_heads", "trainer.max_steps=1")[2:]
-    assert run_script("pretrain", argv, monkeypatch) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: model: sharing='cc_layerwise_heads' is not one of none, headwise")
-    assert "imports=[my_module]" in err[-1]
-    assert not (tmp_path / "run").exists()
