@@ -61,7 +61,14 @@ from .io import (
     text_changes,
     text_states,
 )
-from .tokenizer import brief_differences, check_sequence_room, encoding_of, load_tokenizer, tokenizer_hash
+from .tokenizer import (
+    brief_differences,
+    check_sequence_room,
+    encoding_of,
+    load_tokenizer,
+    tokenizer_hash,
+    word_cut,
+)
 from .unigram import corpus_perplexities
 from .workers import children_die_with_parent
 
@@ -95,17 +102,12 @@ def _load_hub(src: SourceText):
 
 def paragraph_pieces(text: str, limit: int | None = None) -> Iterator[str]:
     """`text` in pieces of at most `limit` characters whose encodings, joined, are the text's: each cut is just before
-    a space that a non-space character follows, where the byte-level BPE, WordPiece and Metaspace pre-tokenizers
-    start a word anyway (elsewhere in a run of whitespace, BPE would split the run otherwise). A stretch of `limit`
-    characters (default PIECE_CHARS) with no such space (not prose) is cut at `limit`."""
+    a space that a non-space character follows (``tokenizer.word_cut``). A stretch of `limit` characters (default
+    PIECE_CHARS) with no such space (not prose) is cut at `limit`."""
     limit = limit or PIECE_CHARS
     start = 0
     while len(text) - start > limit:
-        cut = text.rfind(" ", start + 1, start + limit + 1)
-        while cut > start and text[cut + 1].isspace():
-            cut = text.rfind(" ", start + 1, cut)
-        if cut <= start:
-            cut = start + limit
+        cut = word_cut(text, start, limit) or start + limit
         yield text[start:cut]
         start = cut
     yield text[start:]

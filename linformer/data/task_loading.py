@@ -31,7 +31,7 @@ from .task_splits import (
     subset_rows,
 )
 from .tasks import get_task
-from .tokenizer import loaded_identity
+from .tokenizer import encoded_prefix, loaded_identity
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,20 @@ def encoded_columns(tokenizer) -> list[str]:
     feed a model is the run's choice (``streams.example_columns``)."""
     given = getattr(tokenizer, "model_input_names", ())
     return ["input_ids", "attention_mask"] + ([TOKEN_TYPES] if TOKEN_TYPES in given else [])
+
+
+def prefix_chars(tokenizer, max_length: int) -> int | None:
+    """The characters of a text that the first `max_length` tokens take at most where each is a vocabulary entry
+    (its longest entry's characters each, byte-level BPE's of a byte each; WordPiece's "##" counted), and the
+    characters of a word WordPiece reads at all (``max_input_chars_per_word``), with a margin: where a text is cut
+    before it is encoded (``tokenizer.encoded_prefix``, which takes more where the text's tokens are fewer). None
+    (no cut) for a slow tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    longest = max(map(len, backend.get_vocab()))
+    word = getattr(backend.model, "max_input_chars_per_word", 0)
+    return max_length * longest + word + 256
 
 
 class Encode:
@@ -55,9 +69,13 @@ class Encode:
         self.tokenizer, self.fields, self.max_length = tokenizer, fields, max_length
         self.columns = encoded_columns(tokenizer)
         self.place, self.skip_bad_rows, self.skip = place, skip_bad_rows, skip  # skip: what skips a row, as its error says it
+        self.chars = prefix_chars(tokenizer, max_length)
 
     def __call__(self, batch: dict) -> dict:
-        texts = [batch[f] for f in self.fields]
+        # a text longer than `chars` is encoded from a prefix that holds the tokens truncation keeps (each text's
+        # max_length at most, a pair's "longest_first" too): a book in one row costs what its first tokens cost
+        texts = [[t if self.chars is None or len(t) <= self.chars else
+                  encoded_prefix(self.tokenizer, t, self.max_length, self.chars) for t in batch[f]] for f in self.fields]
         enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length, split_special_tokens=True)
         keep = [i for i in range(len(batch[ROW])) if self._has_text(enc, i, batch[ROW][i])]
         labels = {"labels": [batch["labels"][i] for i in keep]} if "labels" in batch else {}  # none to predict

@@ -479,6 +479,35 @@ def load_tokenizer(name_or_dir: str, key: str = "tokenizer_dir"):
     return texts_as_text(_load_folder(folder, key))
 
 
+def word_cut(text: str, start: int, limit: int) -> int | None:
+    """Where to cut `text` at most `limit` characters after `start` so that the encodings of the parts, joined, are
+    the text's: just before a space that a non-space character follows (after `start`), where the byte-level BPE,
+    WordPiece and Metaspace pre-tokenizers start a word anyway (elsewhere in a run of whitespace, BPE would split the
+    run otherwise). None where that stretch has no such space (not prose)."""
+    cut = text.rfind(" ", start + 1, start + limit + 1)
+    while cut > start and text[cut + 1].isspace():
+        cut = text.rfind(" ", start + 1, cut)
+    return cut if cut > start else None
+
+
+def encoded_prefix(tokenizer, text: str, tokens: int, chars: int) -> str:
+    """The shortest prefix of `text` tried whose first `tokens` tokens (special tokens aside) are the whole text's,
+    so that truncating a long text (a book in one row) costs time and memory in the tokens kept, not in the text's
+    length: the text cut at ``word_cut`` within `chars` characters (from a bound in the vocabulary's longest entry:
+    ``Encode``), kept where its encoding holds `tokens` tokens, else a cut twice as far (the whitespace and the
+    characters the tokenizer deletes take no token, a word WordPiece finds no piece of is one [UNK] however long).
+    A stretch with no such space (one unbroken run of characters) is cut at `chars` and kept where its encoding holds
+    64 tokens more than `tokens`: a cut inside a word changes only the tokens at the word's end."""
+    while len(text) > chars:
+        cut = word_cut(text, 0, chars)
+        prefix = text[:cut or chars]
+        have = len(tokenizer(prefix, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+        if have >= tokens + (0 if cut else 64):
+            return prefix
+        chars *= 2
+    return text
+
+
 def texts_as_text(tokenizer, as_text: bool = True):
     """`tokenizer`, encoding a special token's text in the input as text (transformers' split_special_tokens, an init
     setting ``save_pretrained`` writes to tokenizer_config.json): a "<s>" (HTML strikethrough), "</s>", "<mask>" or

