@@ -85,7 +85,7 @@ LOWEST_IN_MODELING = {"modeling.errors", "modeling.values"}
 LAYERS = [
     {"errors", "version", "lazy", *LOWEST_IN_MODELING},
     {"signals", "files", "plots", "shell", "runname", "configs", "argtypes", "devices", "logfile", "script_help",
-     "progress", "optional", "native"},
+     "progress", "optional", "native", "rng"},
     {"data"},
     {"modeling"},
     {"cli", "hydra_start"},

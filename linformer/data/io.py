@@ -23,7 +23,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ..configs import compose, config_file, no_config
-from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, first_line
+from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, MissingFileError, first_line
 from ..files.hashing import HashingReader, file_state, sha256_file
 from ..files.locations import repo_relative, resolve_path
 from ..files.mappings import read_json
@@ -154,7 +154,7 @@ def configured_path(config_name: str, key: str) -> str:
 
 
 def expand_sources(sources: list[str] | str) -> list[str]:
-    """Expand local files and globs (sorted, deduplicated). Raises FileNotFoundError naming the layout."""
+    """Expand local files and globs (sorted, deduplicated). Raises MissingFileError naming the layout."""
     if isinstance(sources, str):
         sources = [sources]
     out: list[str] = []
@@ -166,7 +166,7 @@ def expand_sources(sources: list[str] | str) -> list[str]:
         matches = sorted(glob.glob(src)) if glob.has_magic(src) else ([src] if os.path.exists(src) else [])
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
-            raise FileNotFoundError(f"corpus source {src!r} matches no file{mirror_note(src)}; expected {CORPUS_LAYOUT}")
+            raise MissingFileError(f"corpus source {src!r} matches no file{mirror_note(src)}; expected {CORPUS_LAYOUT}")
         other = [m for m in matches if not m.lower().endswith(TEXT_SUFFIXES)]
         names = listing([os.path.basename(m) for m in other])
         if other and not glob.has_magic(src):

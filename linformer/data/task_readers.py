@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import ConfigError, HubOfflineError, TaskDataError, first_line
+from ..errors import ConfigError, HubOfflineError, MissingFileError, TaskDataError, first_line
 from .io import (
     compressed_advice,
     first_utf8_line,
@@ -38,16 +38,16 @@ _NUL, _CR = 0, ord("\r")  # bytes as ints: `in` finds an int at memchr's speed, 
 
 
 def _missing(path: Path | str, task_spec: TaskSpec, elsewhere: str | None = None,
-             what: str = "") -> FileNotFoundError:
+             what: str = "") -> MissingFileError:
     """A task's file or folder (`what` names it) that is not there: the setting that put it under the data mirror,
     what the task expects, and where else it can come from."""
-    return FileNotFoundError(f"{what}{path} not found{mirror_note(path)}: task {task_spec.name} expects "
+    return MissingFileError(f"{what}{path} not found{mirror_note(path)}: task {task_spec.name} expects "
                              f"{task_spec.layout()}"
                              f"{task_spec.elsewhere() if elsewhere is None else elsewhere}")
 
 
 def check_task_files(names, mirror: str | Path) -> None:
-    """FileNotFoundError naming the first train or eval file of the tasks `names` that is not under the data mirror
+    """MissingFileError naming the first train or eval file of the tasks `names` that is not under the data mirror
     (where finetuning reads them by default): a plan checks them before its first job, not at the finetuning that
     needs them after its pretraining."""
     for name in names:
@@ -560,7 +560,7 @@ def read_task_split(name: str, data_dir: str | None, split: str, skip_bad_rows: 
 
 def check_task_dir(name: str, data_dir: str | Path, splits: tuple[str, ...] = ("train", "eval"),
                    elsewhere: str | None = None) -> None:
-    """FileNotFoundError naming a task directory `data_dir` (task.data_dir) that is not there, else the first file
+    """MissingFileError naming a task directory `data_dir` (task.data_dir) that is not there, else the first file
     of `splits` it lacks: what a run trains on is checked before anything is compared with its record (a mistyped
     folder is named as such, not taken for other data). `elsewhere` ends the message where the command takes the
     data otherwise than finetuning's task.data_dir (default: ``TaskSpec.elsewhere``)."""

@@ -19,7 +19,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..configs import command_line_gives, data_overrides
-from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, LinformerError, first_line
+from ..errors import (
+    CheckpointError,
+    ConfigError,
+    CorpusError,
+    HubOfflineError,
+    LinformerError,
+    MissingFileError,
+    first_line,
+)
 from ..files.atomic import atomic_dir
 from ..files.hashing import check_inputs_unchanged, short_digest
 from ..files.locks import building_alone, remove_dead_builds
@@ -788,7 +796,7 @@ def tokenizer_hash(tokenizer_dir: str) -> str:
         at = [f"out_dir={folder}"] if command_line_gives("tokenizer_dir") else []
         train = (f"`{script_command('train_tokenizer')}` with this run's data= and data.* settings" if given is None
                  else f"`{script_command('train_tokenizer', *given, *at)}`")
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"{folder / 'tokenizer.json'} not found: expected a tokenizer directory written by train_tokenizer "
             f"(tokenizer.json + tokenizer_config.json); run {train} first"
         )

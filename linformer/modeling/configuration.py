@@ -16,7 +16,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import GenerationConfig, PreTrainedConfig
 from transformers.activations import ACT2FN
 
-from .errors import ConfigError, did_you_mean
+from .errors import ConfigError, MissingFileError, did_you_mean
 from .values import ATTENTION_MODES as ATTENTION_MODES  # the modes and what each computes: one home, values.py
 from .values import SHARING as SHARING  # read where the model is built and counted, and by parsers
 from .values import Sharing as Sharing
@@ -73,14 +73,14 @@ def names_a_path(name: str) -> bool:
 
 
 def check_local_path(name_or_path) -> None:
-    """FileNotFoundError (an OSError, as transformers raises for a missing model) naming a path that is plainly a
+    """MissingFileError (a FileNotFoundError, as transformers raises for a missing model) naming a path that is plainly a
     local one (absolute, ./, ~, or several folders deep) and does not exist: transformers would take it for a hub
     name and say "Repo id must be in the form ...", which names neither the path nor the fix."""
     name = os.fspath(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
     if name is None or os.path.exists(os.path.expanduser(name)):
         return
     if names_a_path(name):
-        raise FileNotFoundError(f"{name} is not a folder here (a hub name is 'name' or 'owner/name'): give the "
+        raise MissingFileError(f"{name} is not a folder here (a hub name is 'name' or 'owner/name'): give the "
                                 "directory that save_pretrained wrote, holding config.json.")
 
 

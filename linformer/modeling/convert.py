@@ -34,6 +34,7 @@ from ..data.tokenizer import load_tokenizer
 from ..files.locations import resolve_path
 from ..files.outputs import check_output_dir, made_by
 from ..logfile import say
+from ..rng import seeded
 from ..shell import hydra_override, imports_words, script_command
 from .attention import resampled_rows
 from .card import conversion_info, fresh_besides_head, not_copied_words, read_card_info, write_model_card
@@ -196,11 +197,10 @@ def convert_encoder(name_or_path: str | os.PathLike, out_dir: str | os.PathLike,
                                  "model": settings, "seed": seed})
     check_output_dir(out_dir, record, overwrite, reads=[path], key="out_dir=")  # before the slow part
     tokenizer = load_tokenizer(path, "model_path")
-    if seed is not None:
-        torch.manual_seed(seed)
     # a saved conversion is the source in another form: its dtype too, as the source's own save_pretrained keeps it
     dtype = {} if {"dtype", "torch_dtype"} & set(settings) else {"dtype": "auto"}
-    model = model_class.from_pretrained_encoder(path, **settings, **dtype)
+    with seeded(seed):  # the caller's generators as they were after: a notebook's draws do not repeat per conversion
+        model = model_class.from_pretrained_encoder(path, **settings, **dtype)
     check_tokenizer_fits(tokenizer, model.config, path)
     with model_folder(out_dir, record, overwrite, key="out_dir=") as tmp:
         save_model_dir(model, tokenizer, tmp)  # its tokenizer's limit is n: it caps inputs (loading.max_tokens)

@@ -18,6 +18,7 @@ __all__ = [
     "DiskFullError",
     "HubOfflineError",
     "LinformerError",
+    "MissingFileError",
     "OutputPathError",
     "PartialOutput",
     "PeerFailed",
@@ -111,6 +112,13 @@ class CorpusError(DataError):
 
 class TaskDataError(DataError):
     """Bad task data: malformed row, unknown label, bad header."""
+
+
+class MissingFileError(LinformerError, FileNotFoundError):
+    """A file or folder the user named (or that a setting names) is not there; the message names it and what writes
+    it. A FileNotFoundError too, as Python and transformers raise for a missing file, so that a caller's
+    ``except FileNotFoundError`` takes it as it did before, and a notebook's ``except LinformerError`` takes it with
+    every other error a user can fix."""
 
 
 class HubOfflineError(LinformerError):

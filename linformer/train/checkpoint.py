@@ -35,7 +35,7 @@ from accelerate.utils import load as accelerate_load
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from ..errors import CheckpointError, PeerFailed, RunDirError, first_line
+from ..errors import CheckpointError, MissingFileError, PeerFailed, RunDirError, first_line
 from ..files.atomic import swap_in, umask_modes, write_json, written_at
 from ..files.hashing import checksum_problems, file_checksums
 from ..files.mappings import read_json
@@ -207,7 +207,7 @@ def _read_weights(model: Path) -> dict[str, torch.Tensor]:
     """The tensors of the model folder `model`'s safetensors files, by name; an error where one does not read."""
     files = sorted(model.glob("*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no *.safetensors file in {model}")
+        raise MissingFileError(f"no *.safetensors file in {model}")
     weights: dict[str, torch.Tensor] = {}
     for file in files:
         weights.update(load_file(file))

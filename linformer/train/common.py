@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import logging
 import os
-import random
 import re
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, GradientState, PartialState
-from accelerate.utils import DistributedType, is_tensorboard_available, is_wandb_available, set_seed
+from accelerate.utils import DistributedType, is_tensorboard_available, is_wandb_available
 from packaging.version import Version
 from transformers import get_polynomial_decay_schedule_with_warmup
 
@@ -388,26 +385,6 @@ def data_identity(spec) -> dict[str, str]:
             out["task_data_key"] = cache_key({"task": task.name}, files)
             out["task_spec_key"] = cache_key(get_task(task.name).reading())
     return out
-
-
-@contextlib.contextmanager
-def seeded(seed: int) -> Iterator[None]:
-    """Python's, numpy's and torch's global generators seeded with `seed` for the run (a fresh model's weights,
-    dropout), and put back after as the run found them, so that a notebook's later draws do not repeat after every
-    run. The run's data order and masks come from generators of its own (seed, step), and a resume restores the
-    global ones from its checkpoint: neither needs them left seeded. CUDA's are kept where CUDA was in use before the
-    run (asking for them would start it)."""
-    kept = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    set_seed(seed)  # python, numpy and torch (every device)
-    try:
-        yield
-    finally:
-        random.setstate(kept[0])
-        np.random.set_state(kept[1])
-        torch.random.set_rng_state(kept[2])
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float, leave_out=()) -> list[dict]:

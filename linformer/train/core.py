@@ -38,6 +38,7 @@ from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, P
 from ..files.locations import resolve_path
 from ..files.mappings import flatten
 from ..logfile import say
+from ..rng import seeded
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import RunRecord, identity, model_problem
 from ..runname import LENGTH_KEYS
@@ -50,7 +51,6 @@ from .common import (
     data_identity,
     finish_trackers,
     param_groups,
-    seeded,
 )
 from .stopping import OUTSIDE_STEPS
 from .task import TrainingTask

@@ -39,6 +39,7 @@ from ..hydra_start import import_modules
 from ..modeling.card import finetuned_card, start_card, write_model_card
 from ..modeling.loading import load_classifier, resolve_model_path, resolve_tokenizer_dir
 from ..modeling.saving import model_folder, save_model_dir
+from ..rng import rng_kept
 from ..runconfig import FinetuneSpec, PretrainSpec
 from ..rundir import RunRecord, read_recorded_config
 from .checkpoint import STATE_FILE, WEIGHTS, checkpointed_step, newest_intact
@@ -89,7 +90,8 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | N
     check_output_dir(out, None if chosen else moved or record, overwrite, flag,
                      reads=[run_dir, getattr(spec, "model_path", None)], key=_asked("--out", "out="))
 
-    model, tokenizer, model_path = _rebuild(spec)
+    with rng_kept():  # the rebuilt model's fresh weights, replaced next, leave the caller's generators as they were
+        model, tokenizer, model_path = _rebuild(spec)
     _load_weights(model, checkpoint / WEIGHTS)
     metrics = results.get("metrics") if reported == step else None
     with model_folder(out, record, overwrite, flag=flag, key=_asked("--out", "out="), chosen=chosen,

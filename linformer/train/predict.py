@@ -28,7 +28,7 @@ from ..data.task_readers import ROW, text_rows
 from ..data.tasks import TEXT_CLEANING, TaskSpec, cleaning_named, task_label_names
 from ..data.tokenizer import check_sequence_room, load_tokenizer
 from ..devices import resolve_device
-from ..errors import ConfigError, TaskDataError
+from ..errors import ConfigError, MissingFileError, TaskDataError
 from ..files.locations import resolve_path
 from ..files.mappings import read_json
 from ..files.runs import BEST_DIR, CONFIG, RESULTS
@@ -283,6 +283,8 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
     counted with `skip_bad_rows`; a file of no row to predict is one too. BrokenPipeError, before the next batch's work,
     where `out` is a pipe whose reader has gone (``| head``). `progress`: a bar on stderr (``progress.progress_bar``'s `show`; None: where
     stderr is a terminal), in the file's lines, of the lines it holds (``COUNTED_BYTES``)."""
+    if not Path(source).is_file():
+        raise MissingFileError(f"{source}: no such file to predict")
     summary = Summary()
     encode = Encode(classifier.tokenizer, classifier.columns, classifier.max_length,
                     lambda line: f"{source}:{line}", skip_bad_rows, SKIP_HINT)

@@ -361,6 +361,21 @@ def test_a_converted_models_tokenizer_json_truncates_at_its_n_and_pads_nothing(t
     assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 2 * N
 
 
+def test_a_seeded_conversion_leaves_the_callers_generator_as_it_found_it(tmp_path):
+    """seed= seeded torch's global generator and left it so: a notebook's draws after each conversion repeated. The
+    seed still decides what starts fresh (the classifier's head here)."""
+    save_source(tmp_path / "bert", BertForMaskedLM, BERT)
+    save_tokenizer(tmp_path / "bert", VOCAB)
+    heads = []
+    for out in ("a", "b"):
+        torch.manual_seed(123)
+        convert_encoder(tmp_path / "bert", tmp_path / out, LinformerForSequenceClassification, projected_dim=8,
+                        seed=5)
+        assert torch.equal(torch.rand(4), (torch.manual_seed(123), torch.rand(4))[1])  # the caller's next draw
+        heads.append(LinformerForSequenceClassification.from_pretrained(tmp_path / out).classifier.state_dict())
+    assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
+
+
 def test_convert_encoder_saves_model_and_tokenizer(tmp_path):
     source = save_source(tmp_path / "bert", BertForMaskedLM, BERT)
     save_tokenizer(tmp_path / "bert", VOCAB)

@@ -92,6 +92,14 @@ def test_an_exported_checkpoint_that_the_run_does_not_report_has_no_result_on_it
     assert "a checkpoint of the run, not the model it reports" in (tmp_path / "other" / "README.md").read_text()
 
 
+def test_an_export_leaves_the_callers_generator_as_it_found_it(carded_run, tmp_path):
+    """The model rebuilt before the checkpoint's weights replace its fresh ones drew from torch's global generator, so
+    a notebook's next draw depended on whether it had exported; transformers' from_pretrained draws nothing."""
+    torch.manual_seed(7)
+    export_run(carded_run, tmp_path / "exported")
+    assert torch.equal(torch.rand(4), (torch.manual_seed(7), torch.rand(4))[1])
+
+
 def test_export_defaults_to_the_final_step_in_the_run(carded_run):
     done = export_run(carded_run)
     assert done["final"] and done["step"] == 26 and done["out"] == carded_run / "model"
