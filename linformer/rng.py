@@ -34,7 +34,12 @@ def seeded(seed: int | None) -> Iterator[None]:
     the global ones from its checkpoint: neither needs them left seeded."""
     with rng_kept():
         if seed is not None:
-            from accelerate.utils import set_seed  # accelerate's import costs; only where a seed is given
-
-            set_seed(seed)  # python, numpy and torch (every device)
+            seed_all(seed)
         yield
+
+
+def seed_all(seed: int) -> None:
+    """Python's, numpy's and torch's global generators (every device's) seeded with `seed`."""
+    from accelerate.utils import set_seed  # accelerate's import costs; only where a seed is given
+
+    set_seed(seed)

@@ -38,7 +38,7 @@ from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, P
 from ..files.locations import resolve_path
 from ..files.mappings import flatten
 from ..logfile import say
-from ..rng import seeded
+from ..rng import seed_all, seeded
 from ..runconfig import RunSpec, TrainerSettings
 from ..rundir import RunRecord, identity, model_problem
 from ..runname import LENGTH_KEYS
@@ -148,6 +148,11 @@ def run_training(spec: RunSpec, run_dir: str | Path,
         scheduler = build_scheduler(optimizer, settings.warmup(settings.max_steps), settings.max_steps, settings)
         model, optimizer, scheduler, *task.prepared = accelerator.prepare(task.model, optimizer, scheduler,
                                                                           *task.prepare)
+        if accelerator.process_index:  # each process its own dropout masks, as one process draws new ones per
+            # micro-batch: the weights are built (and synced) from the seed's first draws, and the data order and MLM
+            # masks come from generators of the run's own (seed, step), the same in every process; the first process
+            # keeps its stream, so that one process's run is unchanged
+            seed_all(spec.seed + accelerator.process_index)
         trainer = Trainer(accelerator, model, optimizer, scheduler, task, settings, record, spec, config,
                           tokenizer=task.tokenizer, tracker_tags=task.tracker_tags, decided=decided)
         try:

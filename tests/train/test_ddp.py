@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from .test_pretrain import _losses, _script_args
 
@@ -62,6 +63,8 @@ def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(tiny_data, tmp_pa
     _, err = proc.communicate(timeout=120)
     (ckpt,) = (run / "checkpoints").iterdir()
     assert {"random_states_0.pkl", "random_states_1.pkl"} <= {p.name for p in ckpt.iterdir()}, err[-3000:]
+    states = [torch.load(ckpt / f"random_states_{rank}.pkl", weights_only=False)["torch_manual_seed"] for rank in (0, 1)]
+    assert not torch.equal(*states)  # each rank draws its own dropout masks
     assert int(ckpt.name.split("-")[1]) == len(_losses(run))  # rank 0 stopped at the step rank 1 did
     assert "SIGTERM at step" in err
     resumed = subprocess.run(command(f"trainer.max_steps={len(_losses(run)) + 3}",
