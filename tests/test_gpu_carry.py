@@ -274,6 +274,23 @@ def test_the_upload_size_counts_what_git_does_not_ignore_and_the_carried_paths(t
     assert "carried path" in capsys.readouterr().err
 
 
+def test_size_refuses_a_stale_carry_or_another_targets_before_it_is_sent(tmp_path, monkeypatch, capsys):
+    """`size`, run here before the call, checks a carried carry folder as gpu.py does on the node (check_carry), still
+    packed as it travels: a carry cut at another max_documents, or another target's (--target), is one error line
+    here, not after the node's install and unpack; a carry that is what the config reads passes to the size."""
+    dest = _packed(tmp_path, monkeypatch, "scratch")
+    monkeypatch.setattr(carry, "upload_size", lambda repo, carried: (0, 0, {}))
+    assert carry.main(["size", str(dest), "--target", "scratch"]) == 0  # packed, and what the config reads
+    assert "upload:" in capsys.readouterr().out
+    assert _refused(["size", str(dest), "--target", "table2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "is the carry of target 'scratch'" in err and err.count("\n") == 1
+    monkeypatch.setattr(carry, "corpus_sources", lambda name, mirror: ([WIKI], 400))  # the config reads more now
+    assert _refused(["size", str(dest)]) == 2  # against the target it was packed for
+    err = capsys.readouterr().err
+    assert "holds the first 1 documents" in err and "pack it again" in err and err.count("\n") == 1
+
+
 def test_the_upload_size_reads_its_paths_as_every_command_does(tmp_path, monkeypatch, capsys):
     """`gpu_carry size <files>` read relative paths from the working folder, and an empty one ("$WHL" unset) as the
     folder itself: a relative one is the repository's, "~" expanded, an empty one refused."""

@@ -4,7 +4,8 @@ size-limited upload and no network, and unpacked there.
     python scripts/gpu_carry.py pack table2 --dest .carry     # here: next to the data mirror, with the MiniLM extra
     python scripts/gpu_carry.py pack mfu --dest .carry        # here: the tokenizer and corpus prepared in the checkout
     python3 scripts/gpu_carry.py unpack .carry                # on the node, in the checkout
-    python scripts/gpu_carry.py size .carry .whl              # here: does the upload fit (64 MiB a call)?
+    python scripts/gpu_carry.py size .carry .whl --target scratch   # here: does the upload fit (64 MiB a call),
+                                                                    # and is the carry what scratch reads now?
 
 `pack` writes the target's files at their paths under the data mirror (so LINFORMER_DATA_MIRROR=<dest> finds them
 there), text as .xz, and all-MiniLM-L6-v2 as `minilm/` with its weights in fp16, xz'd (45 MB -> 41 MB against
@@ -202,10 +203,11 @@ def pack(target: str, dest: Path, mirror: Path, model_dir: Path | None, checkout
 
 
 
-def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
+def check_carry(target: str, mirror: Path, checkout: Path = REPO, packed: bool = False) -> None:
     """Before `target` reads the data mirror `mirror`: where it is a carry (a carry.json, or packed files), the
     carry is unpacked, was packed for this target's data, and holds what the config reads now (the same
-    max_documents, the same files). CarryError naming what differs and the command that fixes it."""
+    max_documents, the same files). CarryError naming what differs and the command that fixes it. `packed`: here,
+    before the carry is sent (`size`): still packed, as it travels, and checked for the rest."""
     if target in PREPARED:
         check_prepared(target, checkout)
     need = TARGETS.get(target)
@@ -215,17 +217,18 @@ def check_carry(target: str, mirror: Path, checkout: Path = REPO) -> None:
         raise CarryError(f"the data mirror {mirror} does not exist: LINFORMER_DATA_MIRROR unset or misspelt? (on the "
                          f"node, `export LINFORMER_DATA_MIRROR=$PWD/.carry`: docs/gpu/README.md, step 3)")
     unpack_it = f"run `python3 scripts/gpu_carry.py unpack {mirror}` before the target"
-    for rel in need.get("xz", ()):
+    for rel in () if packed else need.get("xz", ()):
         if not (mirror / rel).is_file() and (mirror / f"{rel}.xz").is_file():
             raise CarryError(f"{mirror / rel} is still packed ({rel}.xz): {unpack_it}")
-    if need.get("model") and (mirror / MODEL_DIR / f"{WEIGHTS}.xz").is_file() and \
+    if need.get("model") and not packed and (mirror / MODEL_DIR / f"{WEIGHTS}.xz").is_file() and \
             not (checkout / MODEL_DIR / WEIGHTS).is_file():
         raise CarryError(f"the carry's MiniLM weights are still packed ({mirror / MODEL_DIR}/{WEIGHTS}.xz): "
                          f"{unpack_it}")
     held = read_json(mirror / MANIFEST)
     if not held:  # the data mirror itself, or a carry packed before carry.json: it holds the files, or it is neither
         sources, _ = corpus_sources(need["corpus"], mirror)
-        missing = [rel for rel in (*need.get("xz", ()), *sources) if not (mirror / rel).is_file()]
+        missing = [rel for rel in (*need.get("xz", ()), *sources)
+                   if not (mirror / rel).is_file() and not (packed and (mirror / f"{rel}.xz").is_file())]
         if missing:
             raise CarryError(f"{mirror / missing[0]} is missing, and {mirror} holds no {MANIFEST}: it is neither "
                              f"{target}'s carry nor a data mirror (LINFORMER_DATA_MIRROR; on the node "
@@ -425,6 +428,15 @@ def upload_size(repo: Path, carried: list[Path]) -> tuple[int, int, Counter]:
     return sum(by_folder.values()), carried_bytes, by_folder
 
 
+def check_carried(carried: list[Path], target: str | None) -> None:
+    """Before a call sends `carried`: each carry folder among them (its carry.json) checked as gpu.py checks it on
+    the node (check_carry), against `target` or the target it was packed for, so that a stale carry, or another
+    target's, is refused here rather than after the node's install and unpack."""
+    for place in carried:
+        if place.is_dir() and (place / MANIFEST).is_file():
+            check_carry(target or read_json(place / MANIFEST).get("target"), place, REPO, packed=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=description(__doc__, __file__, paragraph=True))
     sub = ap.add_subparsers(dest="command", required=True)
@@ -442,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     z.add_argument("carried", nargs="*", type=path, help="the paths the call carries (.carry, .whl; relative to "
                                                          "the repository)")
     z.add_argument("--limit-mib", type=float, default=UPLOAD_LIMIT_MIB)
+    z.add_argument("--target", choices=sorted({*TARGETS, *PREPARED}),
+                   help="the target the call runs: a carried carry folder must be its carry (default: the one the "
+                        "carry names), and holds what its config reads now (check_carry, as gpu.py checks on the node)")
     args = ap.parse_args(argv)
     with cli_errors():  # a CarryError (a DataError) is its `error:` line and exit 2, as every user error
         _command(args)
@@ -451,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args) -> None:
     """One subcommand: size, pack or unpack."""
     if args.command == "size":
+        check_carried([Path(p) for p in args.carried], args.target)
         tree, carried, by_folder = upload_size(REPO, [Path(p) for p in args.carried])
         total = (tree + carried) / 2**20
         print(f"upload: tree {tree / 2**20:.1f} MiB + carried {carried / 2**20:.1f} MiB = {total:.1f} MiB "
