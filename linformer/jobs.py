@@ -22,6 +22,10 @@ finishes in that time is kept like any other. Left running, a job would finish b
 collide with the next run's copy of itself: a runner that dies without stopping them (SIGKILL, the out-of-memory
 killer) has the kernel send each job SIGTERM (Linux), so it saves and exits as on a stop.
 
+With an `end_by` time and each job's estimated `minutes`, a job whose estimate ends past `end_by` is not started,
+nor what needs it (one NOT_STARTED line names them): a job stopped at a machine's deadline leaves a checkpoint that
+a fresh machine does not have, and the stop's wait, spent saving it, is time the next command could have used.
+
 A job's log is appended to, never truncated: a rerun's lines follow the earlier attempt's.
 """
 
@@ -129,6 +133,9 @@ class JobsStopped(RuntimeError):
 
 
 STOP_WAIT_S = 120  # a stopped job's time to save its checkpoint and exit
+# The line run_jobs prints (stderr) naming the jobs it did not start, their estimates ending past `end_by`;
+# scripts/gpu.py reads it from a target's log for its summary
+NOT_STARTED = "not started (by its estimate each would end past the stop):"
 
 
 def stopped_by(stop_after: float) -> float:
@@ -276,8 +283,8 @@ def in_order_of_use(plan: list[Job]) -> list[Job]:
 
 
 def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: Path | None = None,
-               cores: int | None = None, stream: TextIO | None = None, deadline: float | None = None
-               ) -> dict[str, float]:
+               cores: int | None = None, stream: TextIO | None = None, deadline: float | None = None,
+               end_by: float | None = None, minutes: Callable[[Job], float] | None = None) -> dict[str, float]:
     """Run every job whose `done` file is missing, at most `jobs` at a time, a job only after its `needs`.
 
     Output: with `stream` (an open text file), every job's output is copied line by line to the console and to it,
@@ -286,13 +293,17 @@ def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: P
 
     Returns wall seconds per job run. On a failure the running jobs finish, nothing new starts, and
     JobFailed names the job, its command and its log. A job that exits 0 without writing `done` fails too.
-    At `deadline` (time.monotonic()) the running jobs are stopped as on SIGTERM and JobsStopped is raised.
+    At `deadline` (time.monotonic()) the running jobs are stopped as on SIGTERM and JobsStopped is raised. With
+    `end_by` (time.monotonic()) and `minutes` (a job's estimate), a job whose estimated end passes `end_by` is not
+    started, nor a job that needs it: the runner ends when nothing else can run, and a NOT_STARTED line names them.
     """
     _check(plan)
     jobs = max(1, int(jobs))
     if jobs > 1 and log_dir is None and stream is None:
         raise ValueError("log_dir or stream is required when jobs > 1 (each job's output must go somewhere)")
     runner = _Runner(plan, jobs, cwd, log_dir, max(1, (cores or os.cpu_count() or 1) // jobs), stream, deadline)
+    if end_by is not None and minutes is not None:
+        runner.end_by, runner.minutes = end_by, minutes
     check_plan((s.argv for s in runner.todo), cwd)  # every output before the first job starts (the output rule)
     with sigterm_interrupts():
         try:
@@ -305,6 +316,8 @@ def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: P
         raise JobFailed("job(s) failed:\n" + "\n".join(runner.failures) + left +
                           "\nFix the cause and run the same command again: finished jobs are skipped.",
                           runner.exit_codes)
+    if runner.not_started:
+        print(f"{NOT_STARTED} {', '.join(runner.not_started)}", file=sys.stderr, flush=True)
     return runner.times
 
 
@@ -324,6 +337,9 @@ class _Runner:
         self.times: dict[str, float] = {}
         self.exit_codes: dict[str, int] = {}
         self.failures: list[str] = []
+        self.end_by: float | None = None  # run_jobs' end_by and minutes: no job starts that would end past it
+        self.minutes: Callable[[Job], float] | None = None
+        self.not_started: list[str] = []
         self.env = os.environ | ({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
                                  if jobs > 1 else {})
 
@@ -378,6 +394,8 @@ class _Runner:
                 self.finished.add(s.name)
             if already:
                 continue
+            if self.end_by is not None and self.leave_late(ready):
+                continue
             for s in ready[: self.jobs - len(self.running)]:
                 self.todo.remove(s)
                 self.start(s)
@@ -388,6 +406,21 @@ class _Runner:
                 raise JobFailed(f"jobs wait on jobs that cannot finish: {blocked}")
             time.sleep(0.2)
             self.collect()
+
+    def leave_late(self, ready: list[Job]) -> bool:
+        """Take out of `todo` the ready jobs whose estimate ends past end_by, and every job that needs one of them
+        (they are not started); whether any was taken."""
+        now = time.monotonic()
+        late = {s.name for s in ready if now + 60 * self.minutes(s) > self.end_by}
+        if not late:
+            return False
+        grow = True
+        while grow:  # what needs a job not started cannot start either
+            grow = [s for s in self.todo if s.name not in late and any(n in late for n in s.needs)]
+            late |= {s.name for s in grow}
+        self.not_started += [s.name for s in self.todo if s.name in late]
+        self.todo = [s for s in self.todo if s.name not in late]
+        return True
 
     def stop_at_deadline(self) -> None:
         self.finished |= _stop(self.running)

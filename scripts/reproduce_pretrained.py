@@ -3,7 +3,7 @@ transfer (the plan and its profiles: linformer/experiments/pretrained.py; the ta
 pretrained). Every job is skipped once its output exists, so an interrupted run resumes where it stopped.
 
 Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-run] [--jobs N] [--report-only] [--under DIR]
-                                              [--only ROW[,ROW...]] [--stop-after MIN]
+                                              [--only ROW[,ROW...]] [--stop-after MIN] [--end-by EPOCH_S]
 """
 
 import sys
@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
             resolve_model_path(exp.SOURCE)  # a missing optional extra is one error line, before any job starts
         places = Places.of(args.under, exp.RECORDS)
         only = frontend.chosen_rows(args.only, list(exp.row_runs(profile, places)))
-        return exp.reproduce(profile, jobs, args.dry_run, args.report_only, places, only, args.stop_after)
+        return exp.reproduce(profile, jobs, args.dry_run, args.report_only, places, only, args.stop_after,
+                             args.end_by)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ linformer/experiments/scratch.py; the table: scripts/table2.py --layout scratch)
 
 Usage: python scripts/reproduce_scratch.py [--profile toy|gpu] [--dry-run] [--jobs N] [--rows N] [--under DIR]
                                            [--tasks sst2,imdb,qnli,qqp] [--report-only] [--only ROW[,ROW...]]
-                                           [--stop-after MIN]
+                                           [--stop-after MIN] [--end-by EPOCH_S]
 """
 
 import sys
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = frontend.jobs_of(args.jobs, profile.jobs)
         only = frontend.chosen_rows(args.only, [row.label for row in exp.rows(profile)])
         return exp.reproduce(profile, jobs, args.dry_run, args.report_only, args.under, args.rows, only,
-                             args.stop_after)
+                             args.stop_after, args.end_by)
 
 
 if __name__ == "__main__":

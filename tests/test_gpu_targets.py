@@ -768,3 +768,84 @@ def test_a_job_log_growing_alone_does_not_rewrite_the_archive_and_a_finished_run
             time.sleep(0.02)
     assert archived and set(archived) == {dest}
     assert (work / "repo" / "records" / "results.json").is_file() and (work / "repo" / "logs" / "job.log").is_file()
+
+
+def test_the_first_unit_is_compared_with_the_minutes_started_has_left_and_the_error_names_them(tmp_path,
+                                                                                               monkeypatch, capsys):
+    """--started: the install and the unpack before gpu.py took minutes of --stop-after; a first row whose work that
+    counts needs more than what is left cannot end by the stop, so it is refused naming the minutes left, as a row
+    that needs more than the whole --stop-after is; with enough left it goes on (to the device's check, here absent)."""
+    import time
+
+    gpu = _load(monkeypatch, gpu=None)
+    monkeypatch.setattr(gpu.scratch, "first_units", lambda p, jobs: {"full": 9.0, "full-scratch": 3.0})
+    monkeypatch.setattr(gpu.scratch, "slice_rows", lambda p, places, rows, only=None: (only or ["full"], []))
+    monkeypatch.setattr(gpu.pretrained, "first_units", lambda p, jobs: {"full": 3.0})
+    for target, only in (("scratch", "full-scratch"), ("table2", "full")):
+        argv = [target, "--only", only, *_dirs(tmp_path / "w"), "--stop-after", "5"]
+        with pytest.raises(SystemExit) as ended:  # 2.5 of the 5 minutes used before gpu.py: 2.5 left, under 3.0
+            gpu.main([*argv, "--started", f"{time.time() - 150}"])
+        err = capsys.readouterr().err
+        assert ended.value.code == 2 and err.count("\n") == 1, err
+        assert "needs about 3.0 min" in err and "past the 2.5 min left of --stop-after 5 (2.5 min used since --started)" \
+            in err
+        with pytest.raises(SystemExit):  # 1 minute used: 4 left, enough
+            gpu.main([*argv, "--started", f"{time.time() - 60}"])
+        assert "no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
+def test_scratchs_and_table2s_first_units_are_the_first_run_to_end_among_those_side_by_side():
+    """The no-pretraining row's runs and the teacher's run `jobs` at a time: the first work that counts is the run that
+    ends first (IMDB's, shorter), not the first in the plan's order (SST-2's)."""
+    import dataclasses
+
+    from linformer.experiments import pretrained, scratch
+
+    p = dataclasses.replace(scratch.PROFILES["gpu"], records=REPO / "outputs" / "no-records-here")
+    assert p.minutes["imdb"] < p.minutes["sst2"] and p.jobs > 1
+    # the tokenizer, the corpus and the shape job, in turn (scratch.estimated_minutes: 0.5 where none is given)
+    before = p.minutes.get("tokenizer", 0.5) + p.minutes.get("corpus", 0.5) + p.minutes["shape"]
+    assert scratch.first_units(p, p.jobs)["full-scratch"] == pytest.approx(before + p.minutes["imdb"])
+    assert scratch.first_units(p, 1)["full-scratch"] == pytest.approx(before + p.minutes["sst2"])  # one at a time
+    q = pretrained.PROFILES["gpu"]
+    fastest = min(q.tasks[task].minutes["full"] for task in q.tasks)
+    assert pretrained.first_units(q, q.jobs).get("full", 0.5 + fastest) <= 0.5 + fastest
+
+
+def test_table2s_and_scratchs_runners_start_no_job_past_the_stop_and_the_summary_names_those_left(tmp_path,
+                                                                                                   monkeypatch, capsys):
+    """With --stop-after, the table2 and scratch runners get its time (--end-by: a job whose estimate ends later is not
+    started, as its checkpoint would not come back from a fresh machine); --past-estimates starts them all the same.
+    The jobs a runner left (its NOT_STARTED line) are in the target's record and the command's summary."""
+    import time
+
+    from linformer.jobs import NOT_STARTED
+
+    gpu = _load(monkeypatch)
+    started = time.time() - 30
+    commands = gpu.target_commands(Path("/out"), None, 1, None, started + 60 * 5)
+    for name in ("scratch", "table2"):
+        (command,) = commands[name]
+        assert command[command.index("--end-by") + 1] == f"{started + 300:.0f}"
+    assert all("--end-by" not in c for c in gpu.target_commands(Path("/out"))["scratch"][0])
+    given = []
+
+    def fake(out, jobs, rows, only, end_by=None):
+        given.append(end_by)
+        line = f"{NOT_STARTED} finetune ts-gpu-sst2-full-scratch-s0, finetune ts-gpu-sst2-full-scratch-s1"
+        return {"scratch": [[sys.executable, "-c", f"import sys; print({line!r}, file=sys.stderr)"]]}
+
+    monkeypatch.setattr(gpu, "target_commands", fake)
+    monkeypatch.setattr(gpu, "copy_back_patterns", lambda target: ())
+    monkeypatch.setattr(gpu.carry, "check_carry", lambda *_: None)
+    monkeypatch.setattr(gpu, "scratch_first_unit", lambda *_: None)
+    assert gpu.main(["scratch", *_dirs(tmp_path), "--stop-after", "5", "--started", f"{started}"]) == 0
+    assert given == [pytest.approx(started + 300)]
+    (record,) = json.loads((tmp_path / "gpu_targets.json").read_text())
+    assert record["not_started"] == ["finetune ts-gpu-sst2-full-scratch-s0", "finetune ts-gpu-sst2-full-scratch-s1"]
+    assert ("; not started, their estimates ending past --stop-after (a command with the time for them runs them): "
+            "scratch: 2 jobs (finetune ts-gpu-sst2-full-scratch-s0, finetune ts-gpu-sst2-full-scratch-s1)") \
+        in capsys.readouterr().out
+    assert gpu.main(["scratch", *_dirs(tmp_path), "--stop-after", "5", "--past-estimates"]) == 0
+    assert given[-1] is None

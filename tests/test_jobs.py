@@ -62,6 +62,27 @@ def test_a_failure_names_the_jobs_and_blocks_its_dependants(tmp_path):
     assert not (tmp_path / "after").exists()
 
 
+def test_a_job_whose_estimate_ends_past_end_by_is_not_started_nor_what_needs_it(tmp_path, capsys):
+    """With end_by and the jobs' estimates: a job that by its estimate cannot end by then is not started (stopped at
+    the deadline it would leave a checkpoint a fresh machine lacks), nor a job that needs it; the others run, the
+    runner ends when nothing else can start, and one NOT_STARTED line names the jobs it left."""
+    from linformer.jobs import NOT_STARTED
+
+    estimates = {"prep": 0.01, "short": 0.01, "long": 30.0, "after long": 0.01, "after short": 0.01}
+    jobs = [Job("prep", _writer(tmp_path / "prep"), tmp_path / "prep"),
+            Job("long", _writer(tmp_path / "long"), tmp_path / "long", ("prep",)),
+            Job("short", _writer(tmp_path / "short"), tmp_path / "short", ("prep",)),
+            Job("after long", _writer(tmp_path / "after long"), tmp_path / "after long", ("long",)),
+            Job("after short", _writer(tmp_path / "after short"), tmp_path / "after short", ("short",))]
+    # the clock: the stop 10 minutes from now, far past the short jobs' estimates and well before the long one's end
+    times = run_jobs(jobs, jobs=2, log_dir=tmp_path / "logs", end_by=time.monotonic() + 600,
+                     minutes=lambda job: estimates[job.name])
+    assert set(times) == {"prep", "short", "after short"}
+    assert not (tmp_path / "long").exists() and not (tmp_path / "after long").exists()
+    assert f"{NOT_STARTED} long, after long\n" in capsys.readouterr().err
+    assert set(run_jobs(jobs, jobs=2, log_dir=tmp_path / "logs")) == {"long", "after long"}  # no stop: they run
+
+
 def test_plan_errors():
     with pytest.raises(ValueError, match="unknown jobs"):
         run_jobs([Job("a", ["true"], Path("/nonexistent"), ("b",))])

@@ -32,11 +32,13 @@ REPO = repo_root()
 def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | None, timing: str, jobs: int,
               dry_run: bool, report_only: bool, report: list[str], log_dir: Path,
               after: Callable[[dict[str, float]], None] | None = None, rows: dict[str, set[str]] | None = None,
-              stop_after: float | None = None) -> int:
+              stop_after: float | None = None, end_by: float | None = None) -> int:
     """`plan` (its jobs), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
     128 + the signal when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none); `rows` and
-    `stop_after`: as `show` takes them, and the jobs are stopped `stop_after` minutes in."""
+    `stop_after`: as `show` takes them, and the jobs are stopped `stop_after` minutes in. A job whose estimate ends
+    past the stop, or past `end_by` (seconds since the epoch: the stop of a caller that stops this command itself,
+    scripts/gpu.py's), is not started (``jobs.run_jobs``' end_by)."""
     report_line = f"[report] {script_command('table2', *report)}"
     if report_only:  # the report alone: no job runs, so the plan is not shown
         print(f"{title}\n{report_line}")
@@ -63,8 +65,10 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
         lock.acquire()
         try:
             t0 = time.perf_counter()
-            rc, times = run(plan, jobs, log_dir, deadline=None if stop_after is None else
-                            time.monotonic() + 60 * stop_after)
+            deadline = None if stop_after is None else time.monotonic() + 60 * stop_after
+            ends = [t for t in (deadline, None if end_by is None else time.monotonic() + end_by - time.time())
+                    if t is not None]
+            rc, times = run(plan, jobs, log_dir, deadline=deadline, end_by=min(ends, default=None), minutes=minutes)
         finally:
             lock.release()
         if rc:
@@ -203,6 +207,13 @@ def span(todo: list[Job], minutes: Callable[[Job], float], jobs: int) -> float:
     return max(schedule(todo, minutes, jobs).values(), default=0.0)
 
 
+def first_end(todo: list[Job], names: set[str], minutes: Callable[[Job], float], jobs: int) -> float:
+    """The estimated minutes until the first of the jobs `names` ends when the runner runs them and what they need,
+    `jobs` at a time (`schedule`): the first of several runs side by side, not the first in the plan's order."""
+    ends = schedule(needed(todo, names), minutes, jobs)
+    return min((ends[n] for n in names if n in ends), default=0.0)
+
+
 def chosen_rows(given: str | None, valid: list[str]) -> list[str] | None:
     """--only ROW[,ROW...] as a list of row names (None without it); ConfigError naming the valid ones."""
     if given is None:
@@ -215,15 +226,16 @@ def chosen_rows(given: str | None, valid: list[str]) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
-def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED, deadline: float | None = None
-        ) -> tuple[int, dict[str, float]]:
+def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED, deadline: float | None = None,
+        end_by: float | None = None, minutes: Callable[[Job], float] | None = None) -> tuple[int, dict[str, float]]:
     """Run a plan's jobs: (0, wall seconds per job run), or (its status, {}) after a failed job's error line
     (``JobFailed.status``: the failed job's own, 2 where it refused its start, as a sweep ends), or
     (128 + the signal, {}) when stopped, by a signal (Ctrl-C 130, SIGTERM 143) or at `deadline` (time.monotonic(),
     as by the SIGTERM its jobs were stopped with) (its finished jobs kept; `stopped` says what running it again
-    does)."""
+    does); `end_by` and `minutes`: run_jobs' (a job whose estimate ends past end_by is not started)."""
     try:
-        return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir, deadline=deadline)
+        return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir, deadline=deadline, end_by=end_by,
+                           minutes=minutes)
     except KeyboardInterrupt as err:
         print(stopped, file=sys.stderr)
         return interrupt_status(err), {}
@@ -252,8 +264,11 @@ def row_arguments(ap, what: str) -> None:
     ap.add_argument("--only", default=None, metavar="ROW[,ROW...]",
                     help=f"run only these rows' jobs and what they need ({what}; a dry run lists them)")
     ap.add_argument("--stop-after", type=positive_minutes, default=None, metavar="MIN",
-                    help="stop the jobs MIN minutes in (SIGTERM; finished jobs are kept); a dry run says which rows "
-                         "fit in MIN minutes by the estimates")
+                    help="stop the jobs MIN minutes in (SIGTERM; finished jobs are kept), starting none whose estimate "
+                         "ends past it; a dry run says which rows fit in MIN minutes by the estimates")
+    ap.add_argument("--end-by", type=float, default=None, metavar="EPOCH_S",
+                    help="start no job whose estimate ends past this time (seconds since the epoch): the stop of a "
+                         "caller that stops this command itself (scripts/gpu.py --stop-after)")
 
 
 

@@ -25,6 +25,7 @@ target reads (the teacher and the "local" policy's) get 3 seeds; the other rows,
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -324,16 +325,18 @@ def first_units(p: Profile, jobs: int, places: Places = CHECKOUT) -> dict[str, f
     """Each row not complete (its slug) -> the minutes alone (the profile's estimates) a command needs before any of
     the row's work counts: a transferred row's whole (its runs finetune one build of its transfer, and a build on
     another machine differs, GPU kernels not being bitwise reproducible: the report refuses a row whose runs
-    started from two, ``Profile.mixed_starts``), the converted teacher's first run not done with its conversion
-    (the same weights on every machine: its finished runs count whichever machine made them)."""
+    started from two, ``Profile.mixed_starts``), the converted teacher's first run to end with its conversion, its
+    runs `jobs` at a time (the same weights on every machine: its finished runs count whichever machine made
+    them)."""
     planned = plan(p, places=places)
     todo = wanted(planned, {s.name for s in planned if s.finished})
     units = {}
     for row in rows(p, places):
         left = [s.name for s in todo if s.name in row_runs(p, places)[row.slug]]
         if left:
-            unit = set(left if row.policy is not None else left[:1])
-            units[row.slug] = frontend.span(frontend.needed(todo, unit), lambda s: estimated_minutes(p, s), jobs)
+            minutes = functools.partial(estimated_minutes, p)
+            units[row.slug] = (frontend.span(frontend.needed(todo, set(left)), minutes, jobs) if row.policy is not None
+                               else frontend.first_end(todo, set(left), minutes, jobs))
     return units
 
 
@@ -353,7 +356,8 @@ def table_path(p: Profile, places: Places = CHECKOUT) -> str:
 
 
 def reproduce(profile: Profile, jobs: int, dry_run: bool, report_only: bool, places: Places = CHECKOUT,
-              only: list[str] | None = None, stop_after: float | None = None) -> int:
+              only: list[str] | None = None, stop_after: float | None = None,
+              end_by: float | None = None) -> int:
     """`make reproduce-pretrained`: the plan of `profile` (its rows `only`, where given), then its table."""
     row_sets = row_runs(profile, places)
     return frontend.reproduce(
@@ -361,7 +365,8 @@ def reproduce(profile: Profile, jobs: int, dry_run: bool, report_only: bool, pla
         minutes=lambda s: estimated_minutes(profile, s), timing=profile.timing, jobs=jobs, dry_run=dry_run,
         report_only=report_only, report=report_argv(profile, places),
         log_dir=REPO / places.outputs(f"reproduce_pretrained_{profile.name}_logs"),
-        rows={row: runs for row, runs in row_sets.items() if only is None or row in only}, stop_after=stop_after)
+        rows={row: runs for row, runs in row_sets.items() if only is None or row in only}, stop_after=stop_after,
+        end_by=end_by)
 
 
 def report_argv(p: Profile, places: Places = CHECKOUT) -> list[str]:

@@ -388,7 +388,8 @@ def planned_runs(p: Profile) -> list[str]:
 
 
 def reproduce(p: Profile, jobs: int, dry_run: bool, report_only: bool, under: Path | None = None,
-              max_rows: int | None = None, only: list[str] | None = None, stop_after: float | None = None) -> int:
+              max_rows: int | None = None, only: list[str] | None = None, stop_after: float | None = None,
+              end_by: float | None = None) -> int:
     """`make reproduce-scratch`: the plan of `p`'s rows (the first `max_rows` not complete, of those `only` where
     given), then its table."""
     if max_rows is not None and max_rows < 1:
@@ -400,7 +401,7 @@ def reproduce(p: Profile, jobs: int, dry_run: bool, report_only: bool, under: Pa
         minutes=lambda s: estimated_minutes(p, s), timing=p.timing, jobs=jobs, dry_run=dry_run,
         report_only=report_only, report=report_argv(p, under),
         log_dir=REPO / Places.of(under).outputs(f"reproduce_scratch_{p.name}_logs"), rows=row_runs(p, chosen),
-        stop_after=stop_after)
+        stop_after=stop_after, end_by=end_by)
 
 
 def fit_lines(p: Profile, jobs: int, max_rows: int | None, only: list[str] | None, stop_after: float) -> list[str]:
@@ -415,16 +416,17 @@ def fit_lines(p: Profile, jobs: int, max_rows: int | None, only: list[str] | Non
 def first_units(p: Profile, jobs: int) -> dict[str, float]:
     """Each row not complete -> the minutes alone (the profile's estimates) a command needs before any of the row's
     work counts: a pretrained row's whole (its pretrained weights do not outlive the machine, so a row cut short runs
-    again whole), the no-pretraining row's first finetuning run not done, with its shape job (its finished runs
-    count whichever machine made them)."""
+    again whole), the no-pretraining row's first finetuning run to end, with its shape job, its runs `jobs` at a
+    time (its finished runs count whichever machine made them)."""
     planned = plan(p)
     todo = wanted(planned, {s.name for s in planned if s.finished})
     units = {}
     for row in rows(p):
         left = [s.name for s in todo if s.name in row_runs(p, [row.label])[row.label]]
         if left:
-            unit = set(left if row.pretrained else left[:1])
-            units[row.label] = frontend.span(frontend.needed(todo, unit), lambda s: estimated_minutes(p, s), jobs)
+            minutes = functools.partial(estimated_minutes, p)
+            units[row.label] = (frontend.span(frontend.needed(todo, set(left)), minutes, jobs) if row.pretrained
+                                else frontend.first_end(todo, set(left), minutes, jobs))
     return units
 
 

@@ -58,8 +58,11 @@ still running linformer.jobs.STOP_WAIT_S = 120 s later is killed), no further co
 recorded as stopped, not failed. So the command may last MIN minutes plus that wait and END_MIN for the last archive:
 a --stop-after whose sum passes --limit (the machine's limit on one command, default COMMAND_LIMIT_MIN = 10) is refused
 before anything runs, as the machine would kill the command mid-job. scratch refuses a --stop-after its first row
-cannot end by (a pretrained row cut short runs again whole), naming the row that would (scratch.first_units); its
-dry run says which rows one command can finish. A target's files under the repository
+cannot end by (a pretrained row cut short runs again whole), naming the row that would (scratch.first_units), and
+table2 one a row it runs cannot end by, each against the minutes --started has left of it (minutes_left); its
+dry run says which rows one command can finish. Without --past-estimates, the table2 and scratch runners start no job
+whose estimate ends past the stop (--end-by: a job stopped there leaves a checkpoint under outputs/ that does not
+come back, and its stop's wait is time the next command could use); the summary names the jobs not started. A target's files under the repository
 (copy_back_patterns) are copied to <out>/repo/ whatever its exit, so a later run of the same target on a fresh
 machine, with those files back in the checkout, resumes where this one stopped.
 
@@ -94,7 +97,7 @@ from ..files.hashing import sha256_file
 from ..files.locations import repo_root
 from ..files.outputs import check_output_files, made_by
 from ..files.runs import CONFIG, METRICS, RUN, SUMMARY
-from ..jobs import STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
+from ..jobs import NOT_STARTED, STOP_WAIT_S, Job, JobFailed, JobsStopped, run_jobs, stopped_by
 from ..progress import every
 from ..rundir import code_revision, copy_record
 from ..script_help import description
@@ -232,12 +235,14 @@ def mfu_commands(py: str, out: Path) -> list[list[str]]:
 
 
 def target_commands(out: Path, jobs: int | None = None, rows: int | None = SCRATCH_ROWS,
-                    only: str | None = None) -> dict[str, list[list[str]]]:
+                    only: str | None = None, end_by: float | None = None) -> dict[str, list[list[str]]]:
     """Each target's commands, run in order; a target stops at its first failing command. jobs: the table2 and
     scratch jobs at once (None: the gpu profile's); rows: scratch's rows (None: every one `only` names); only: the
-    rows of table2 or scratch to run (None: all)."""
+    rows of table2 or scratch to run (None: all); end_by: --stop-after's time (seconds since the epoch), by which
+    table2's and scratch's runners start no job whose estimate ends later (None: every job starts)."""
     py = sys.executable
     at_once = ["--jobs", str(jobs)] if jobs is not None else []
+    at_once += ["--end-by", f"{end_by:.0f}"] if end_by is not None else []
     targets = {
         "tests": [[py, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q", "-rA", "--timeout=600", "-p",
                    "no:cacheprovider"]],
@@ -321,7 +326,21 @@ def run_target(name: str, commands: list, out: Path, deadline: float | None = No
     copied = copy_back(copy_back_patterns(name), out / "repo")
     if copied:
         record["copied"] = copied
+    not_started = jobs_not_started(log_path)
+    if not_started:
+        record["not_started"] = not_started
     return record
+
+
+def jobs_not_started(log_path: Path) -> list[str]:
+    """The jobs a target's runner did not start, their estimates ending past --stop-after (its jobs.NOT_STARTED
+    lines in the target's log)."""
+    names = []
+    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = re.sub(r"^\[[^]]*\] ", "", line)  # a Together group's commands' lines: "[i] " first
+        if line.startswith(NOT_STARTED):
+            names += [name for name in line.removeprefix(NOT_STARTED).strip().split(", ") if name]
+    return names
 
 
 def _shown(command) -> str:
@@ -505,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     with cli_errors():  # what is wrong with the machine or the files, not with the command line: one line, no usage
         if args.stop_after is not None and not args.past_estimates:  # before the machine's minutes are spent
             checks = {"scratch": scratch_first_unit, "table2": table2_first_unit}
-            why = next(filter(None, (check(args, args.stop_after) for name, check in checks.items()
+            why = next(filter(None, (check(args, minutes_left(args)) for name, check in checks.items()
                                      if name in args.targets)), None)
             if why is not None:
                 raise ConfigError(why)
@@ -540,6 +559,21 @@ def largest_stop_after(limit: float = COMMAND_LIMIT_MIN) -> float:
     return max(limit - stopped_by(0) - END_MIN, 0.0)
 
 
+def minutes_left(args) -> float:
+    """What is left of --stop-after now: its minutes less those since --started (the install and the unpack before
+    gpu.py, and gpu.py's own start, took them), to the hundredth of a minute: the estimates it is compared with are
+    in tenths, and a call from Python starts its count a few milliseconds before this."""
+    return round(args.stop_after - max(0.0, time.time() - args.started) / 60, 2)
+
+
+def left_words(args, left: float) -> str:
+    """`left` minutes of --stop-after, in words: the whole of it, or what --started has left of it."""
+    used = args.stop_after - left
+    if used < 0.05:
+        return f"--stop-after {args.stop_after:g}"
+    return f"the {left:.1f} min left of --stop-after {args.stop_after:g} ({used:.1f} min used since --started)"
+
+
 def process_start() -> float:
     """This process's start, in seconds since the epoch: its start after boot (/proc/self/stat, in clock ticks) plus
     the boot's time (/proc/stat), to the second; now where there is no Linux /proc."""
@@ -566,8 +600,9 @@ PAST_ESTIMATES = " (or --past-estimates, to start it all the same)"
 
 
 def scratch_first_unit(args, stop_after: float) -> str | None:
-    """Why scratch's command cannot finish anything that counts in `stop_after` minutes (its first row not complete
-    needs longer, scratch.first_units), naming the rows that would fit; None where it can."""
+    """Why scratch's command cannot finish anything that counts in `stop_after` minutes (minutes_left: what is left of
+    --stop-after; its first row not complete needs longer, scratch.first_units), naming the rows that would fit; None
+    where it can."""
     profile = scratch.PROFILES["gpu"]
     only = None if args.only is None else frontend.chosen_rows(args.only, [row.label for row in scratch.rows(profile)])
     chosen, _ = scratch.slice_rows(profile, Places.of(None, profile.records), scratch_rows(args), only=only)
@@ -576,15 +611,15 @@ def scratch_first_unit(args, stop_after: float) -> str | None:
         return None
     fit = [f"--only {row} (about {minutes:.1f} min)" for row, minutes in units.items() if minutes <= stop_after]
     return (f"scratch's first row, {chosen[0]}, needs about {units[chosen[0]]:.1f} min before any of its work counts "
-            f"(a pretrained row cut short runs again whole), past --stop-after {stop_after:g}: "
+            f"(a pretrained row cut short runs again whole), past {left_words(args, stop_after)}: "
             + (f"give {fit[0]}" if fit else f"no row fits; the least needs {min(units.values()):.1f} min")
             + PAST_ESTIMATES)
 
 
 def table2_first_unit(args, stop_after: float) -> str | None:
-    """Why table2's command cannot finish a row's work that counts in `stop_after` minutes (a row it runs, --only's or
-    every row not complete, needs longer: pretrained.first_units), naming the rows that would fit; None where each
-    can."""
+    """Why table2's command cannot finish a row's work that counts in `stop_after` minutes (minutes_left; a row it
+    runs, --only's or every row not complete, needs longer: pretrained.first_units), naming the rows that would fit;
+    None where each can."""
     profile = pretrained.PROFILES["gpu"]
     units = pretrained.first_units(profile, args.jobs or profile.jobs)
     only = None if args.only is None else frontend.chosen_rows(args.only, list(pretrained.row_runs(profile)))
@@ -594,8 +629,7 @@ def table2_first_unit(args, stop_after: float) -> str | None:
     fit = {row: minutes for row, minutes in units.items() if minutes <= stop_after}
     return (f"table2's row {late[0]} needs about {units[late[0]]:.1f} min before any of its work counts (a "
             f"transferred row's whole: its runs finetune one build of its transfer, which a fresh machine builds "
-            f"again; the teacher's next run), past "
-            f"--stop-after {stop_after:g}: "
+            f"again; the teacher's next run), past {left_words(args, stop_after)}: "
             + (f"give --only {','.join(fit)} (about " + ", ".join(f"{m:.1f}" for m in fit.values()) + " min)"
                if fit else f"no row fits; the least needs {min(units.values()):.1f} min") + PAST_ESTIMATES)
 
@@ -648,7 +682,9 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     record_output_files(written, owner)
-    commands = target_commands(work, args.jobs, scratch_rows(args), args.only)
+    # the runners of table2 and scratch start no job whose estimate ends past the stop, unless --past-estimates
+    end_by = None if args.stop_after is None or args.past_estimates else args.started + 60 * args.stop_after
+    commands = target_commands(work, args.jobs, scratch_rows(args), args.only, end_by)
     made = provenance(argv, gpu)
     packages = _command_output([sys.executable, "-m", "pip", "list", "--format=freeze"])
     warned: set[Path] = set()  # the archive's size warning: once in the command, not at every rewrite
@@ -675,8 +711,12 @@ def _run(args, deadline: float | None, argv: list[str]) -> int:
     batch = records[-len(args.targets):]
     stopped = [r["target"] for r in batch if r.get("stopped")]
     failed = [r["target"] for r in batch if r["rc"] != 0 and not r.get("stopped")]
+    late = "; ".join(f"{r['target']}: {len(r['not_started'])} jobs ({', '.join(r['not_started'])})"
+                     for r in batch if r.get("not_started"))
     print(f"gpu targets: {len(batch) - len(failed) - len(stopped)} of {len(batch)} passed"
           + (f"; failed: {', '.join(failed)}" if failed else "")
           + (f"; stopped at --stop-after (resumable): {', '.join(stopped)}" if stopped else "")
+          + (f"; not started, their estimates ending past --stop-after (a command with the time for them runs "
+             f"them): {late}" if late else "")
           + f" ({record_path}; all of {work} in {out / ARCHIVE})")
     return 1 if failed else 0
