@@ -473,7 +473,8 @@ _USER_OS_ERRORS = {
 def run_from_a_script() -> bool:
     """Whether this process is one of the commands (``scripts/<name>.py``, torchrun's worker of one included), so
     that running its command line again resumes the run; not Python code calling the stage's function itself: a
-    notebook's kernel (its argv is the kernel launcher's, ipykernel_launcher.py -f ...), a REPL (argv[0] '')."""
+    notebook's kernel (its argv is the kernel launcher's, ipykernel_launcher.py -f ...), a REPL (argv[0] ''), a
+    user's own script in a scripts/ folder of theirs (a command marks itself: ``locations.started_script``)."""
     return started_script() is not None
 
 

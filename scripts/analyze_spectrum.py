@@ -4,6 +4,8 @@ python scripts/analyze_spectrum.py --render PREFIX.json [--out PREFIX]   (the pl
 measured)
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.hydra_start import hydra_main

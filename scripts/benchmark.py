@@ -3,6 +3,8 @@ python scripts/benchmark.py --render NAME.csv [--out FILE]   (the inference repo
 CSV and the report beside it, nothing measured: linformer/bench/rendered.py)
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.hydra_start import hydra_main

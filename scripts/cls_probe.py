@@ -5,6 +5,8 @@ layer (against its maximum, uniform attention) and how much the final <s> state 
 (linformer/report/cls_probe.py). argparse, not Hydra: the runs are shell-expanded paths.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import at_least, path

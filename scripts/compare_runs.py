@@ -12,6 +12,8 @@ runs of a setting's value) and summarised by --group-by (the mean +- sd over eac
 the runs are positional paths that the shell expands from globs, which Hydra's key=value overrides cannot take.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import shutil
 import sys
 

@@ -1,5 +1,7 @@
 """Convert an encoder: python scripts/convert.py model_path=minilm model.projected_dim=128 model.sharing=layerwise"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.hydra_start import hydra_main
 
 

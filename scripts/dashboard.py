@@ -6,6 +6,8 @@ serves (outputs/.dashboard/<stage>/<run>/, incremental; each run appears as it i
 this command starts a server over existing runs; it is not a run and has no run directory.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 from pathlib import Path
 

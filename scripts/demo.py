@@ -4,6 +4,8 @@ Usage: python scripts/demo.py [--under DIR] [--dry-run] [Hydra overrides for the
 trainer.max_steps=100]
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import folder

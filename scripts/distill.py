@@ -1,6 +1,8 @@
 """Distill a finetuned classifier into a Linformer:
 python scripts/distill.py task=imdb teacher_path=outputs/finetune/<teacher run>/best model.projected_dim=128"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 

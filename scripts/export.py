@@ -5,6 +5,8 @@ The run's checkpoint (its newest intact one, or --step's) as a save_pretrained d
 end would have saved in <run>/model. argparse, not Hydra: the run is a positional path.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.script_help import description

@@ -5,6 +5,8 @@ python scripts/fidelity.py --render FILE.json --out FILE   (the report again fro
 Writes FILE.md, FILE.json and FILE.png (linformer/report/fidelity.py). argparse, not Hydra: the models are a list.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import at_least, given_path, path

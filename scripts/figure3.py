@@ -7,6 +7,8 @@ of one k over several n, full attention beside them: python scripts/figure3.py -
 across n. argparse, not Hydra: the runs are positional paths that the shell expands from globs.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import path

@@ -1,5 +1,7 @@
 """Finetuning: python scripts/finetune.py task=sst2 model_path=outputs/pretrain/<run>"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 

@@ -7,6 +7,8 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/length_policy.py). argp
 a handful of options, like scripts/fidelity.py.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import at_least, path

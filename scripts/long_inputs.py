@@ -7,6 +7,8 @@ Writes FILE.md, FILE.json and FILE.png (linformer/report/long_inputs.py). argpar
 handful of options, like scripts/length_policy.py.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import at_least, path

@@ -1,5 +1,7 @@
 """Numerical and speed checks of the model side by side: python scripts/model_checks.py [--out FILE.md]"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import path

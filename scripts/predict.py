@@ -5,6 +5,8 @@ One JSON line a row, in the file's order: {"row": its line in FILE, "label", "sc
 or plain text (one text a line). argparse, not Hydra: a model folder and a file, like scripts/export.py.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import argparse
 import sys
 from pathlib import Path

@@ -1,5 +1,7 @@
 """Tokenize and pack a corpus into blocks of n tokens: python scripts/prepare_corpus.py data=mirror"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.hydra_start import hydra_main
 
 

@@ -1,5 +1,7 @@
 """MLM pretraining: python scripts/pretrain.py model=tiny data=mirror_slice trainer.max_steps=300"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 

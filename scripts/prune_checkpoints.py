@@ -12,6 +12,8 @@ training or to be continued: leaving them is the command working), 2 for a path 
 pruned). argparse, not Hydra: the runs are positional paths that the shell expands from globs.
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.errors import LinformerError

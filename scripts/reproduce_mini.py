@@ -6,6 +6,8 @@ pretraining is done.
 Usage: python scripts/reproduce_mini.py [--dry-run] [--jobs N] [--report-only] [--under DIR]
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.cli import ArgumentParser, cli_errors

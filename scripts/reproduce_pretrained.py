@@ -6,6 +6,8 @@ Usage: python scripts/reproduce_pretrained.py [--profile cpu|cpu12k|gpu] [--dry-
                                               [--only ROW[,ROW...]] [--stop-after MIN] [--end-by EPOCH_S]
 """
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.cli import ArgumentParser, cli_errors

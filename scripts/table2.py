@@ -2,6 +2,8 @@
 python scripts/table2.py --render FILE.json   (the report's figures, and a pretrained report's table, again from its
                                               JSON; nothing read from the runs)"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 import sys
 
 from linformer.argtypes import path

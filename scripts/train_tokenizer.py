@@ -1,5 +1,7 @@
 """Train the byte-level BPE tokenizer: python scripts/train_tokenizer.py [data=mirror] [vocab_size=...]"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.hydra_start import hydra_main
 
 

@@ -1,5 +1,7 @@
 """Attention transfer: python scripts/transfer.py model_path=minilm model.projected_dim=128 model.sharing=layerwise"""
 
+__linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
+
 from linformer.hydra_start import hydra_main, hydra_run_dir
 
 

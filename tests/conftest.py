@@ -214,16 +214,30 @@ def run_script(script: str, argv: list[str], monkeypatch) -> int:
 
 def as_a_script(code: str, folder: Path) -> list[str]:
     """The command line of a Python child running `code` as a command's process runs: from a file in a scripts/
-    folder under `folder` (``cli.run_from_a_script``), so that the package's import leaves torch and transformers
+    folder under `folder` that says it is one of the package's commands (``locations.COMMAND_MARK``, as each of
+    scripts/*.py does; ``cli.run_from_a_script``), so that the package's import leaves torch and transformers
     (seconds of each child's start, 10-20 s under load) to a command's body, and sets a command's start-up
     handling of Ctrl-C and SIGTERM (``cli.stop_while_starting``). `python -c` would import linformer.modeling with
     the package, as a notebook's import does."""
     import sys
 
+    from linformer.files.locations import COMMAND_MARK
+
     script = folder / "scripts" / "child.py"
     script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(code)
+    script.write_text(f"{COMMAND_MARK} = True\n{code}")
     return [sys.executable, str(script)]
+
+
+def as_command(monkeypatch, argv: list[str | Path]) -> None:
+    """This process as one of the package's commands sees itself (``locations.started_script``): `argv` its command
+    line (argv[0] the script), and the main module marked as each of scripts/*.py marks it before its imports."""
+    import sys
+
+    from linformer.files.locations import COMMAND_MARK
+
+    monkeypatch.setattr(sys, "argv", [str(a) for a in argv])
+    monkeypatch.setattr(sys.modules["__main__"], COMMAND_MARK, True, raising=False)
 
 
 def hydra_scripts() -> dict[str, str]:

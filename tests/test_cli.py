@@ -252,11 +252,11 @@ def test_a_misspelt_key_or_option_is_one_line_with_the_closest(config, overrides
 def test_the_script_says_a_misspelt_key_in_one_line_before_hydra_starts(tmp_path, monkeypatch, capsys):
     """In-process (the line as the shell sees it, of the same script:
     test_the_script_without_its_model_is_one_error_line_and_leaves_nothing)."""
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", ["scripts/finetune.py", "task=sst2", "model_path=x", "trainer.max_step=10",
-                                      f"paths.output_dir={tmp_path}"])
+    as_command(monkeypatch, ["scripts/finetune.py", "task=sst2", "model_path=x", "trainer.max_step=10",
+                             f"paths.output_dir={tmp_path}"])
     with pytest.raises(SystemExit) as stop:
         load_script("finetune").main()
     expected = ("error: trainer.max_step: no such key (did you mean trainer.max_steps?); every setting is in "
@@ -269,11 +269,11 @@ def test_a_refused_sweep_leaves_nothing_and_a_sweep_refused_after_a_job_keeps_th
     """--multirun: Hydra writes the sweep's multirun.yaml and each job's folder before the job starts. In-process
     (the script's error line as the shell sees it: test_the_script_without_its_model_is_one_error_line_...)."""
     from linformer.hydra_start import _remove_hydra_leftovers
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", ["scripts/finetune.py", "-m", "model_path=/nonexist,/nonexist2",
-                                      f"paths.output_dir={tmp_path / 'out'}"])
+    as_command(monkeypatch, ["scripts/finetune.py", "-m", "model_path=/nonexist,/nonexist2",
+                             f"paths.output_dir={tmp_path / 'out'}"])
     with pytest.raises(SystemExit) as stop:
         load_script("finetune").main()
     assert stop.value.code == 2 and "error: model_path='/nonexist'" in capsys.readouterr().err
@@ -356,10 +356,10 @@ def test_a_refused_benchmark_leaves_nothing_behind(tmp_path, monkeypatch, capsys
     """Every refused benchmark call used to leave outputs/benchmark/<timestamp>/ with .hydra/ and a log. In-process
     (the line as the shell sees it, of the same script:
     test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it_was)."""
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", [str(REPO / "scripts/benchmark.py"), "inference.ns=[abc]"])
+    as_command(monkeypatch, [str(REPO / "scripts/benchmark.py"), "inference.ns=[abc]"])
     with pytest.raises(SystemExit) as stop:
         load_script("benchmark").main()
     err = capsys.readouterr().err
@@ -428,12 +428,12 @@ def test_a_misspelt_flag_is_one_error_line_first_with_the_closest_flag(capsys):
 def test_a_run_directory_under_a_regular_file_is_one_error_line_not_hydras_traceback(tmp_path, monkeypatch, capsys):
     """In-process (the script's error line as the shell sees it: test_run_record's
     test_invalid_number_from_the_cli_is_one_error_line)."""
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     afile = tmp_path / "afile"
     afile.write_text("mine")
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", f"paths.output_dir={afile}"])
+    as_command(monkeypatch, ["scripts/pretrain.py", f"paths.output_dir={afile}"])
     with pytest.raises(SystemExit) as stop:
         load_script("pretrain").main()
     assert stop.value.code == 2
@@ -456,7 +456,8 @@ def test_a_printed_command_keeps_each_word_one_word_in_the_shell(monkeypatch):
     assert shell_command("python", Path("/a b")) == "python '/a b'"
     for name in NUMERIC_ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", "run_name=a b"])
+    from tests.conftest import as_command
+    as_command(monkeypatch, ["scripts/pretrain.py", "run_name=a b"])
     assert shlex.split(command_line())[1:] == ["scripts/pretrain.py", "run_name=a b"]
 
 
@@ -469,7 +470,8 @@ def test_the_command_to_resume_repeats_the_variables_that_change_the_numbers(mon
     for name in NUMERIC_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", "seed=1"])
+    from tests.conftest import as_command
+    as_command(monkeypatch, ["scripts/pretrain.py", "seed=1"])
     assert shlex.split(command_line())[0] == "OMP_NUM_THREADS=1"
     assert shlex.split(command_line())[2:] == ["scripts/pretrain.py", "seed=1"]
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -488,7 +490,8 @@ def test_a_run_not_started_by_a_script_is_resumed_by_calling_its_function(monkey
         assert how_to_resume("finetune", Path("/runs/a")) == (
             "Resume by calling finetune(spec, run_dir) again (linformer.train.finetune) with the same spec and "
             "run_dir='/runs/a'")
-    monkeypatch.setattr(sys, "argv", ["/clone/scripts/finetune.py", "task=sst2"])
+    from tests.conftest import as_command
+    as_command(monkeypatch, ["/clone/scripts/finetune.py", "task=sst2"])
     assert how_to_resume("finetune", "/runs/a").startswith("Resume with the same command (")
     assert how_to_resume("finetune", "/runs/a").endswith(" /clone/scripts/finetune.py task=sst2)")
 
@@ -1473,7 +1476,8 @@ import json, os, runpy, sys
 from pathlib import Path
 
 scripts, hydra = Path(sys.argv[1]), set(json.loads(sys.argv[2]))
-sys.argv[0] = str(scripts / "probe.py")  # a script's process (cli.run_from_a_script)
+sys.argv[0] = str(scripts / "probe.py")  # a script's process (cli.run_from_a_script), its main module
+__linformer_command__ = True  # marked as each of scripts/*.py marks its own (locations.COMMAND_MARK)
 sys.path[0] = str(scripts)  # as `python scripts/<name>.py` has it (gpu.py imports wheelhouse)
 import linformer, linformer.cli, linformer.hydra_start  # noqa: E401
 from hydra.core.plugins import Plugins

@@ -880,7 +880,8 @@ def test_commands_and_jobs_name_the_scripts_beside_the_one_started(tmp_path, mon
     clone, user = tmp_path / "clone" / "scripts", tmp_path / "user"
     clone.mkdir(parents=True)
     user.mkdir()
-    monkeypatch.setattr(sys, "argv", [str(clone / "pretrain.py")])
+    from tests.conftest import as_command
+    as_command(monkeypatch, [str(clone / "pretrain.py")])
     monkeypatch.chdir(user)
     assert scripts_dir() == clone and script("finetune") == str(clone / "finetune.py")
     assert finetune_next("m").startswith(f"python {clone / 'finetune.py'} task=sst2")
@@ -1015,8 +1016,78 @@ def test_a_script_is_told_from_python_code_however_it_was_started(tmp_path, monk
                   "symlink": (str(tmp_path / "pretrain"), tmp_path), "from_root": ("scripts/pretrain.py", script.parents[1]),
                   "repl": ("", tmp_path), "pytest": (pytest.__file__, tmp_path)}[how]
     monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", [argv0])
+    if how in ("repl", "pytest"):
+        monkeypatch.setattr(sys, "argv", [argv0])
+    else:  # the script marks itself before its imports, as each of scripts/*.py does
+        from .conftest import as_command
+
+        as_command(monkeypatch, [argv0])
     assert started_script() == (None if how in ("repl", "pytest") else script)
+
+
+@pytest.mark.parametrize("folder", ["scripts", "tools"])
+def test_a_user_s_own_script_in_a_folder_named_scripts_is_python_code_calling_the_package(tmp_path, monkeypatch,
+                                                                                          folder):
+    """Any *.py in a folder named scripts/ was taken for one of the package's commands: a research project's
+    scripts/analyze.py that imported linformer had Ctrl-C, SIGTERM and SIGHUP taken over by the package's start-up
+    stop (its own `except KeyboardInterrupt` never ran), no Auto classes registered, and next: lines and errors
+    worded for a command line it never typed. Only a script that says it is a command is one, wherever it lies."""
+    from linformer.cli import run_from_a_script
+    from linformer.files.locations import repo_root, scripts_dir, started_script
+    from linformer.train.summary import finetune_next
+
+    own = tmp_path / "project" / folder / "analyze.py"
+    own.parent.mkdir(parents=True)
+    own.write_text("import linformer\n")
+    monkeypatch.setattr(sys, "argv", [str(own)])
+    assert started_script() is None and not run_from_a_script()
+    assert scripts_dir() == repo_root() / "scripts"
+    assert finetune_next("m").startswith("finetune(FinetuneSpec.read(compose(")  # the Python call, not a command line
+
+
+def test_every_script_of_the_package_says_it_is_a_command_before_it_imports_the_package():
+    """A script without the mark would run as Python code calling the package: torch imported before its --help, no
+    `stopped:` line for a Ctrl-C at start-up, next: lines worded as Python calls."""
+    import ast
+
+    from linformer.files.locations import COMMAND_MARK
+
+    for script in sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.py")):
+        body = ast.parse(script.read_text(encoding="utf-8")).body
+        first = next((i for i, node in enumerate(body) if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (getattr(node, "module", None) or alias.name).startswith("linformer") for alias in node.names)), None)
+        if first is None:
+            continue  # wheelhouse.py and what runs over it: no package
+        marks = [node for node in body[:first] if isinstance(node, ast.Assign) and
+                 [getattr(t, "id", None) for t in node.targets] == [COMMAND_MARK] and
+                 isinstance(node.value, ast.Constant) and node.value.value is True]
+        assert marks, f"{script.name} imports linformer without {COMMAND_MARK} = True first"
+
+
+@pytest.mark.slow  # a fresh interpreter's import of torch and transformers (10-20 s under load)
+def test_importing_the_package_from_a_user_s_scripts_folder_leaves_ctrl_c_to_the_user(tmp_path):
+    """What only a process shows: the package's import installed no handler in a user's scripts/<name>.py, whose
+    Ctrl-C reaches its own `except KeyboardInterrupt` (it ended with a `stopped:` line and 130), and registered the
+    Auto classes, as a model card's `import linformer` promises."""
+    own = tmp_path / "project" / "scripts" / "loop.py"
+    own.parent.mkdir(parents=True)
+    own.write_text("""\
+import os, signal, sys, time
+before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+import linformer
+from transformers import CONFIG_MAPPING
+changed = [s.name for s, h in before.items() if signal.getsignal(s) is not h]
+print("changed", changed, "registered", "linformer" in CONFIG_MAPPING, flush=True)
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+except KeyboardInterrupt:
+    print("the user's handler ran", flush=True)
+""")
+    done = subprocess.run([sys.executable, str(own)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["changed [] registered True", "the user's handler ran"], done.stderr[-2000:]
 
 
 def test_a_rewritten_file_keeps_its_permissions_and_a_new_one_gets_the_umask_s(tmp_path):

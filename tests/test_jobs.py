@@ -409,7 +409,8 @@ def test_a_stopped_or_killed_report_names_the_command_that_writes_it_alone(monke
     from linformer.shell import script_command
 
     given = ["--profile", "toy", "--under", "/tmp/my runs", "--rows", "1"]
-    monkeypatch.setattr(sys, "argv", [str(repo_root() / "scripts" / "reproduce_scratch.py"), *given])
+    from tests.conftest import as_command
+    as_command(monkeypatch, [str(repo_root() / "scripts" / "reproduce_scratch.py"), *given])
     alone = script_command("reproduce_scratch", *given, "--report-only")
     monkeypatch.setattr(subprocess, "run", lambda argv, **k: subprocess.CompletedProcess(argv, -signal.SIGKILL))
     assert frontend.write_report([]) == 128 + signal.SIGKILL

@@ -20,15 +20,22 @@ def repo_root() -> Path:
     return clone_root() or Path.cwd()
 
 
+COMMAND_MARK = "__linformer_command__"  # what each of scripts/*.py sets to True before it imports the package
+
+
 def started_script() -> Path | None:
-    """The script this process was started as (``python scripts/<name>.py``, torchrun's worker of one included),
-    resolved; None for Python code calling the package: a notebook's kernel (its argv is the kernel launcher's), a
-    REPL (argv[0] ''), pytest. Resolved before it is looked at: started from inside scripts/ (``python pretrain.py``,
-    ``./pretrain.py``) argv[0] names no folder, and a symlink to a script (``~/bin/pretrain``) another one."""
-    if not sys.argv or not sys.argv[0]:
+    """The script of the package's command this process was started as (``python scripts/<name>.py``, torchrun's
+    worker of one included), resolved; None for Python code calling the package: a notebook's kernel (its argv is the
+    kernel launcher's), a REPL (argv[0] ''), pytest, and a user's own script, wherever it lies (a research project's
+    scripts/analyze.py), which keeps its own Ctrl-C and gets the Python API's words. A command says it is one: its
+    script sets ``__linformer_command__ = True`` (``COMMAND_MARK``) before it imports the package, which reads it on
+    the main module (a folder's name cannot tell: scripts/ is every project's). Resolved before it is looked at:
+    started from inside scripts/ (``python pretrain.py``, ``./pretrain.py``) argv[0] names no folder, and a symlink
+    to a script (``~/bin/pretrain``) another one."""
+    if getattr(sys.modules.get("__main__"), COMMAND_MARK, False) is not True or not sys.argv or not sys.argv[0]:
         return None
     script = Path(sys.argv[0]).resolve()
-    return script if script.suffix == ".py" and script.parent.name == "scripts" else None
+    return script if script.suffix == ".py" else None
 
 
 def scripts_dir() -> Path:

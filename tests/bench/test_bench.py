@@ -938,10 +938,9 @@ def test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it
     """Hydra writes .hydra/ before the script refuses a start whose outputs would replace other settings'; the record
     beside the earlier outputs is put back, so it still describes them (it held the refused command). The script's
     main in-process, with its command line."""
-    import sys
 
     from linformer.bench import cli
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     run = tmp_path / "bad"
     cli.benchmark_from_config(compose("benchmark", [*_TINY, "inference.ns=[64]", "inference.ks=[16]",
@@ -951,8 +950,8 @@ def test_a_refused_benchmark_start_leaves_the_run_directory_s_hydra_record_as_it
     for name, text in earlier.items():
         (run / ".hydra" / name).write_text(text)
     monkeypatch.chdir(CONFIGS.parent)
-    monkeypatch.setattr(sys, "argv", ["scripts/benchmark.py", *_TINY, "inference.ns=[64]", "inference.ks=[32]",
-                                      "throughput.enabled=false", f"hydra.run.dir={run}"])
+    as_command(monkeypatch, ["scripts/benchmark.py", *_TINY, "inference.ns=[64]", "inference.ks=[32]",
+                             "throughput.enabled=false", f"hydra.run.dir={run}"])
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
         load_script("benchmark").main()

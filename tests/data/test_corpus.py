@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -549,7 +548,7 @@ def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpu
                                                                  capsys):
     """out_dir=<a folder of the user's>: one error line naming it and what is there; the folder stays as it was.
     In-process (the line as the shell sees it, of each script: test_configs' test_user_errors_are_one_line_and_exit_2)."""
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     target = tmp_path / "mine"
     target.mkdir()
@@ -557,8 +556,8 @@ def test_the_data_scripts_refuse_a_directory_holding_other_files(tmp_path, corpu
     args = {"train_tokenizer": [f"files=[{corpus_file}]", "vocab_size=300", "min_frequency=1"],
             "prepare_corpus": [f"data.sources=[{corpus_file}]", f"tokenizer_dir={tok_dir}", f"data.n={N}"]}[script]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", [str(repo_root() / "scripts" / f"{script}.py"), *args, f"out_dir={target}",
-                                      f"paths.output_dir={tmp_path / 'outputs'}"])
+    as_command(monkeypatch, [str(repo_root() / "scripts" / f"{script}.py"), *args, f"out_dir={target}",
+                             f"paths.output_dir={tmp_path / 'outputs'}"])
     with pytest.raises(SystemExit) as stop:
         load_script(script).main()
     err = capsys.readouterr().err

@@ -714,7 +714,8 @@ def test_an_output_folder_that_cannot_be_written_names_the_flag_that_chose_it(tm
     monkeypatch.setattr(outputs.os, "access", lambda *a: False)  # a read-only clone (root may write anywhere)
     with pytest.raises(OutputPathError, match="so neither can .*cmp/runs.md: choose another out_dir=, one you can write"):
         compare_runs([tmp_path / "out"], tmp_path / "cmp")
-    monkeypatch.setattr(sys, "argv", ["scripts/compare_runs.py"])  # the script's words
+    from tests.conftest import as_command
+    as_command(monkeypatch, ["scripts/compare_runs.py"])  # the script's words
     with pytest.raises(OutputPathError, match="choose another --out, one you can write"):
         compare_runs([tmp_path / "out"], tmp_path / "cmp")
 

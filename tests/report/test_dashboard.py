@@ -666,7 +666,6 @@ def test_hparams_model_is_a_config_name_and_a_finetune_s_start_is_a_column_of_it
 
 
 def test_a_logdir_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, monkeypatch):
-    import sys
 
     from linformer.errors import OutputPathError
     from linformer.files import outputs
@@ -674,7 +673,8 @@ def test_a_logdir_that_cannot_be_written_names_the_flag_that_chose_it(tmp_path, 
 
     (tmp_path / "outputs").mkdir()
     monkeypatch.setattr(outputs.os, "access", lambda *a: False)  # a read-only outputs folder (root may write anywhere)
-    monkeypatch.setattr(sys, "argv", ["scripts/dashboard.py"])
+    from tests.conftest import as_command
+    as_command(monkeypatch, ["scripts/dashboard.py"])
     with pytest.raises(OutputPathError, match=r"neither can .*\.dashboard: choose another --logdir, one you can write"):
         claim_logdir(tmp_path / "outputs")
 

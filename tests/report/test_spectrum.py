@@ -1,5 +1,4 @@
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -162,7 +161,7 @@ def test_corpus_of_another_tokenizer_is_refused(tmp_path, monkeypatch, capsys):
     from transformers import AutoTokenizer
 
     from linformer.data import prepare_corpus, train_tokenizer
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
     from tests.data.conftest import write_corpus
 
     text = write_corpus(tmp_path / "corpus.txt")
@@ -171,9 +170,9 @@ def test_corpus_of_another_tokenizer_is_refused(tmp_path, monkeypatch, capsys):
     prepare_corpus([str(text)], tok_a, str(tmp_path / "corpus"), n=16, val_fraction=0.2, num_proc=1)
     model_b = _tiny_model(tmp_path / "b", AutoTokenizer.from_pretrained(tok_b))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["scripts/analyze_spectrum.py", f"model_path={model_b}",
-                                      f"corpus_dir={tmp_path / 'corpus'}", f"out_dir={tmp_path / 'out'}",
-                                      "num_windows=2", f"hydra.run.dir={tmp_path / 'run'}"])
+    as_command(monkeypatch, ["scripts/analyze_spectrum.py", f"model_path={model_b}",
+                             f"corpus_dir={tmp_path / 'corpus'}", f"out_dir={tmp_path / 'out'}",
+                             "num_windows=2", f"hydra.run.dir={tmp_path / 'run'}"])
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
         load_script("analyze_spectrum").main()

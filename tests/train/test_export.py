@@ -129,8 +129,8 @@ def test_a_run_without_save_best_says_how_to_export_and_exports_its_final_model(
     assert summary["next"].endswith("# linformer.train.export; trainer.save_best=false kept no model: this saves the "
                                     "final one")
     from linformer.train.summary import export_next  # the same words where a script ran it
-
-    monkeypatch.setattr(sys, "argv", [str(REPO / "scripts" / "finetune.py")])
+    from tests.conftest import as_command
+    as_command(monkeypatch, [str(REPO / "scripts" / "finetune.py")])
     said = export_next(run, "trainer.save_best=false kept no model: this saves the final one")
     assert shlex.split(said, comments=True) == ["python", "scripts/export.py", str(run)]
     assert said.endswith("  # trainer.save_best=false kept no model: this saves the final one")
@@ -331,12 +331,13 @@ def test_export_errors_name_the_arguments_as_the_caller_gives_them(pretrained_ru
     from linformer.errors import OutputPathError
     from linformer.files.atomic import write_json
     from linformer.files.outputs import MANIFEST, made_by
+    from tests.conftest import as_command
 
     (tmp_path / "out").mkdir()
     write_json(tmp_path / "out" / MANIFEST, made_by("convert", {}))  # another command's output: the flag replaces it
     for argv0, step, out, overwrite in (("-c", "step=7", "out=DIR", "overwrite=True"),
                                         (str(REPO / "scripts" / "export.py"), "--step 7", "--out DIR", "--overwrite")):
-        monkeypatch.setattr(sys, "argv", [argv0])
+        as_command(monkeypatch, [argv0])  # "-c": no script, Python code calling the function
         with pytest.raises(CheckpointError, match=rf"^{re.escape(step)}: .* has no checkpoint of that step"):
             export_run(pretrained_run, step=7)
         with pytest.raises(RunDirError, match=re.escape(f"({out} exports it again)")):

@@ -357,14 +357,14 @@ def _finetune_cli(sst2_dir, model_path, tmp_path, *overrides, multirun=False):
 def test_lr_sweep_keeps_each_job_apart(tmp_path, sst2_dir, pretrained_run, monkeypatch):
     """The script's main in-process, with its --multirun command line (the script's error line and status as the
     shell sees them: test_cli's test_the_script_without_its_model_is_one_error_line_and_leaves_nothing)."""
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", ["scripts/finetune.py", "-m", "task=sst2", f"task.data_dir={sst2_dir}",
-                                      f"model_path={pretrained_run}", f"task_cache_dir={tmp_path / 'cache'}",
-                                      f"paths.output_dir={tmp_path / 'out'}", "trainer.epochs=1",
-                                      "trainer.batch_size=16", "trainer.max_steps=2", "trainer.lr=1e-3,3e-4",
-                                      "trainer.eval_batch_size=8"])
+    as_command(monkeypatch, ["scripts/finetune.py", "-m", "task=sst2", f"task.data_dir={sst2_dir}",
+                             f"model_path={pretrained_run}", f"task_cache_dir={tmp_path / 'cache'}",
+                             f"paths.output_dir={tmp_path / 'out'}", "trainer.epochs=1",
+                             "trainer.batch_size=16", "trainer.max_steps=2", "trainer.lr=1e-3,3e-4",
+                             "trainer.eval_batch_size=8"])
     load_script("finetune").main()
     found = sorted((tmp_path / "out" / "finetune" / "multirun").glob("*/results.json"))
     assert sorted(json.loads(p.read_text())["lr"] for p in found) == [3e-4, 1e-3]

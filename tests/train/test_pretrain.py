@@ -599,8 +599,8 @@ def test_the_next_step_is_worded_for_the_caller_and_pastes_whole_for_a_run_direc
     assert printed == [f"next: {summary['next']}"]
 
     from linformer.train.summary import finetune_next  # the same words where a script ran it
-
-    monkeypatch.setattr(sys, "argv", [str(REPO / "scripts" / "pretrain.py")])
+    from tests.conftest import as_command
+    as_command(monkeypatch, [str(REPO / "scripts" / "pretrain.py")])
     words = shlex.split(finetune_next(run))
     assert words[:3] == ["python", "scripts/finetune.py", "task=sst2"]
     assert compose("finetune", words[2:]).model_path == str(run)  # Hydra reads the pasted path back whole

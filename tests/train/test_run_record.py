@@ -7,7 +7,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -215,10 +214,10 @@ def test_pruning_a_complete_run_frees_its_checkpoints_and_a_later_start_says_the
 
 def test_refused_start_on_a_new_directory_writes_no_record(tiny_data, tmp_path, monkeypatch, capsys):
     """In-process (the error line as the shell sees it: test_invalid_number_from_the_cli_is_one_error_line)."""
-    from tests.conftest import load_script
+    from tests.conftest import as_command, load_script
 
     run = tmp_path / "run"
-    monkeypatch.setattr(sys, "argv", _script_args(tiny_data, run, f"corpus_dir={tmp_path / 'no_corpus'}")[1:])
+    as_command(monkeypatch, _script_args(tiny_data, run, f"corpus_dir={tmp_path / 'no_corpus'}")[1:])
     with pytest.raises(SystemExit) as stop:
         load_script("pretrain").main()
     err = capsys.readouterr().err
@@ -793,3 +792,4 @@ def test_a_start_refused_in_python_leaves_no_folder_it_made(tiny_data, tmp_path)
     with pytest.raises(CorpusError, match="not a complete prepared corpus"):
         pretrain(compose_pretrain(tiny_data, f"corpus_dir={tmp_path / 'nope'}"), run)
     assert list(tmp_path.iterdir()) == []
+
