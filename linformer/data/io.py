@@ -102,6 +102,16 @@ def local_path(recorded: str | os.PathLike) -> str:
     return resolve_path(text)
 
 
+def returned_path(recorded: str | os.PathLike) -> str:
+    """A path a record names (``record_path``) as the run that wrote it returned it to its caller: absolute on this
+    machine (``local_path``) where it names a local file or folder, a data mirror's path included; else as recorded
+    (a hub name, which a relative path of the repository would otherwise shadow)."""
+    text = str(recorded)
+    local = local_path(text)
+    named_local = os.path.isabs(text) or text == MIRROR_ROOT or text.startswith(MIRROR_ROOT + "/")
+    return local if named_local or os.path.exists(local) else text
+
+
 def recorded_paths(value):
     """`value` (a run's config, summary or results; a flattened one; a list, a text) with every absolute path in it
     named as ``record_path`` names it: what a run's record holds, and how two records, or a record and a config, are

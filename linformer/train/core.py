@@ -33,7 +33,7 @@ from accelerate.utils import broadcast_object_list
 
 from .. import errors
 from ..cli import OUTPUT_CLOSED, exit_status, launched_together, output_closed, peer_cause, process_count, process_rank
-from ..data.io import recorded_paths
+from ..data.io import recorded_paths, returned_path
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, first_line
 from ..files.locations import resolve_path
 from ..files.mappings import flatten
@@ -53,6 +53,7 @@ from .common import (
     param_groups,
 )
 from .stopping import OUTSIDE_STEPS
+from .summary import next_line
 from .task import TrainingTask
 from .trainer import Trainer
 
@@ -267,4 +268,25 @@ def already_complete(record: RunRecord, config: Mapping) -> dict[str, Any]:
                "trainer.allow_config_change=[trainer.max_steps] to train it further.")
     say(f"{record.dir} is already complete ({summary.get('steps', '?')} steps, the same run settings): nothing to "
         f"do.{unapplied}{further}")  # a result, as a run's summary is: stdout
-    return record.results() or summary
+    return returned(record)
+
+
+# What a run's summary and results name by a local path, as the run resolved it: its model folder, the model it
+# started from (a finetuning's; a transfer's source), a distillation's teacher; the run's folder is the record's.
+RETURNED_PATHS = ("model_dir", "model_path", "teacher_path", "source")
+
+
+def returned(record: RunRecord) -> dict[str, Any]:
+    """What the finished run at `record` returns to a caller now, as the same run returned it fresh
+    (``Trainer._finish``): its results (a task's) else its summary, their paths absolute on this machine
+    (``data.io.returned_path``; the record names them relative to the repository or the data mirror, which a
+    caller elsewhere would read as a hub name) and its next: worded for this caller (``summary.next_line``), not
+    the one that ran it first (a command line for a notebook's call, or the other way round)."""
+    summary, results = record.summary(), record.results()
+    summary = {k: returned_path(v) if k in RETURNED_PATHS and isinstance(v, str) else v for k, v in summary.items()}
+    summary["run_dir"] = str(record.dir)
+    if "next" in summary:
+        summary["next"] = next_line(summary.get("stage"), record.dir, summary.get("model_dir"))
+    if not results:
+        return summary
+    return {k: returned_path(v) if k in RETURNED_PATHS and isinstance(v, str) else v for k, v in results.items()}

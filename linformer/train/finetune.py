@@ -54,7 +54,7 @@ from ..runconfig import FinetuneSpec, TaskData, TaskRunSpec, TrainerSettings
 from .checkpoint import resumed_state
 from .common import architecture_tags, model_architecture
 from .core import run_training
-from .summary import export_next
+from .summary import next_line
 from .task import TrainingTask
 from .trainer import Trainer
 
@@ -465,11 +465,10 @@ class FinetuneTask(TrainingTask):
         score = metrics.get(self.task_spec.metrics[0])
         chosen = (f"chosen on {len(self.validation)} validation examples" if self.validation is not None
                   and self.select_best else "the last model")
+        model_dir = str(trainer.run_dir / BEST_DIR) if self.save_best else None
         summary = {
-            "model_dir": str(trainer.run_dir / BEST_DIR) if self.save_best else None,
-            # the reason as a shell comment: the whole line pastes
-            "next": None if self.save_best else export_next(
-                trainer.run_dir, "trainer.save_best=false kept no model: this saves the final one"),
+            "model_dir": model_dir,
+            "next": next_line(self.stage, trainer.run_dir, model_dir),  # without a model kept: its export
             "task": self.task_spec.name,
             # every metric of the task (QQP: accuracy and F1; an F1 of 0 is a classifier that never says duplicate)
             "report": [(", ".join(f"{m} {metrics[m]:.4f}" for m in self.task_spec.metrics if metrics.get(m) is not None)

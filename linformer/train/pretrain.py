@@ -26,7 +26,7 @@ from ..data.tokenizer import load_tokenizer
 from ..data.unigram import PLATEAU_RATIO, corpus_perplexities, on_plateau
 from ..errors import ConfigError
 from ..files.hashing import check_inputs_unchanged, input_states
-from ..files.runs import MODEL_DIR, recorded_imports
+from ..files.runs import MODEL_DIR
 from ..modeling import LinformerForMaskedLM
 from ..modeling.configuration import TOKENIZER_FIELDS
 from ..modeling.convert import NO_EXACT_KEYS
@@ -43,7 +43,7 @@ from ..runconfig import PretrainSpec, TrainerSettings, model_config
 from .common import architecture_tags, model_architecture
 from .core import run_training
 from .step import share
-from .summary import finetune_next
+from .summary import next_line
 from .task import BlockStreamTask
 from .trainer import Trainer
 
@@ -249,7 +249,7 @@ class PretrainTask(BlockStreamTask):
             "validation": {"blocks": self.val.scored_blocks(self.eval_blocks), "of": len(self.val.dataset),
                            "scoring": self.val_scoring},
             "report": report,
-            "next": finetune_next(trainer.run_dir, recorded_imports(trainer.run_dir)),
+            "next": next_line(self.stage, trainer.run_dir, str(model_dir)),
         }
         return summary, None
 

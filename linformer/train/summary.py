@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files.locations import repo_relative
+from ..files.runs import recorded_imports
 from ..logfile import say
 from ..shell import hydra_override, imports_words, script_command
 from .stopping import run_from_a_script
@@ -50,6 +51,22 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     if summary.get("next"):
         lines.append(f"  next: {summary['next']}")
     say("\n".join(lines))
+
+
+SAVE_FINAL = "trainer.save_best=false kept no model: this saves the final one"  # export_next's reason
+
+
+def next_line(stage: str | None, run_dir: Path | str, model_dir: str | None) -> str | None:
+    """The summary's next for a run of `stage` at `run_dir` whose kept model is `model_dir` (None: it kept none),
+    worded for the caller now: a pretraining's or transfer's model to finetune (``finetune_next``), a finetuning
+    without its model to export (``export_next``); None where nothing follows (a distillation saves its student).
+    A fresh run's summary says it, and a finished run run again says it anew (``core.already_complete``): its
+    record's line was worded for the caller then, a command line or the Python call."""
+    if stage in ("pretrain", "transfer"):
+        return finetune_next(run_dir, recorded_imports(run_dir))
+    if stage == "finetune" and model_dir is None:
+        return export_next(run_dir, SAVE_FINAL)
+    return None
 
 
 def finetune_next(model_path: Path | str, imports: Sequence[str] = ()) -> str:

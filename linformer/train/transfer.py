@@ -33,7 +33,7 @@ from ..data.io import load_auto
 from ..data.streams import SEEDING_STEP, VALIDATION_SEED, BlockStream
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError
-from ..files.runs import MODEL_DIR, recorded_imports
+from ..files.runs import MODEL_DIR
 from ..modeling import LinformerModel
 from ..modeling.card import card_path, continued_info, conversion_info, read_card_info, write_model_card
 from ..modeling.configuration import ATTENTION_FIELDS, EXACT_KEY_FIELDS
@@ -43,7 +43,7 @@ from ..modeling.reference import full_attention, squared_relative_error
 from ..runconfig import TrainerSettings, TransferSpec
 from .common import projection_param_groups
 from .core import run_training
-from .summary import finetune_next
+from .summary import next_line
 from .task import BlockStreamTask
 from .trainer import Trainer
 
@@ -204,7 +204,7 @@ class TransferTask(BlockStreamTask):
             "model_dir": str(model_dir), "source": self.source, "start_weights_sha256": self.start_weights_sha256,
             "target": self.target, "train": self.train_mode,
             **errors, "report": report,
-            "next": finetune_next(trainer.run_dir, recorded_imports(trainer.run_dir)),
+            "next": next_line(self.stage, trainer.run_dir, str(model_dir)),
         }
         return summary, None
 

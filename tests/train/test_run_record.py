@@ -7,6 +7,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -793,3 +794,42 @@ def test_a_start_refused_in_python_leaves_no_folder_it_made(tiny_data, tmp_path)
         pretrain(compose_pretrain(tiny_data, f"corpus_dir={tmp_path / 'nope'}"), run)
     assert list(tmp_path.iterdir()) == []
 
+
+def test_a_finished_run_called_again_returns_what_its_first_call_did_worded_for_the_caller_now(tiny_data, tmp_path,
+                                                                                               monkeypatch):
+    """The same call again on a finished run returned its record: paths relative to the repository (a notebook
+    elsewhere loading summary["model_dir"] got it read as a hub name, OSError) and the next: line of whoever ran it
+    first (a command line for a Python caller). It returns what the first call did: absolute paths, and next:
+    worded for this caller; a finetuning's results name its start model absolute too."""
+    from linformer.files import locations
+    from linformer.files.locations import COMMAND_MARK
+    from linformer.train.finetune import finetune
+    from tests.conftest import as_command
+
+    from .conftest import compose_finetune, write_sst2_fixture
+
+    repo = tmp_path / "repo"
+    monkeypatch.setattr(locations, "repo_root", lambda: repo)  # the runs lie in the repository: records name them relative
+    pre, fine = repo / "outputs" / "pre", repo / "outputs" / "fine"
+    cfg = compose_pretrain(tiny_data, "trainer.max_steps=2", "trainer.warmup_steps=1")
+    finetune_cfg = compose_finetune("task=sst2", f"task.data_dir={write_sst2_fixture(tmp_path / 'sst2')}",
+                                    f"model_path={pre}", f"task_cache_dir={tmp_path / 'cache'}",
+                                    "trainer.max_steps=2", "trainer.warmup_steps=1")
+    as_command(monkeypatch, [repo / "scripts" / "pretrain.py"])  # the first run: the command
+    first = pretrain(cfg, pre)
+    assert json.loads((pre / "summary.json").read_text())["model_dir"] == "outputs/pre/model"  # the record's form
+    first_results = finetune(finetune_cfg, fine)
+    assert json.loads((fine / "results.json").read_text())["model_path"] == "outputs/pre/model"
+
+    monkeypatch.delattr(sys.modules["__main__"], COMMAND_MARK)  # now a notebook, elsewhere
+    monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/site-packages/ipykernel_launcher.py", "-f", "kernel.json"])
+    monkeypatch.chdir(tmp_path)
+    again = pretrain(cfg, pre)
+    assert again["run_dir"] == first["run_dir"] == str(pre)
+    assert again["model_dir"] == first["model_dir"] == str(pre / "model")
+    assert first["next"].startswith("python ") and again["next"].startswith("finetune(FinetuneSpec.read(compose(")
+    assert {k: v for k, v in again.items() if k != "next"} == json.loads(json.dumps(
+        {k: v for k, v in first.items() if k != "next"}))
+    results = finetune(finetune_cfg, fine)
+    assert results["model_path"] == first_results["model_path"] == str(pre / "model")
+    assert results == json.loads(json.dumps(first_results))
