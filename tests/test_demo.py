@@ -477,7 +477,7 @@ def test_the_demo_reads_each_source_text_once_for_all_its_done_checks(tmp_path, 
 
 
 def test_the_demo_s_validation_scores_its_whole_split_without_a_warning(tmp_path):
-    """The demo's pretraining took trainer.eval_blocks' default (320), above the 138 blocks its mirror slice holds
+    """The demo's pretraining took trainer.eval_blocks' default (320), above the 162 blocks its mirror slice holds
     out, and warned in every demo that it was scoring fewer; it scores the whole split (null), as it means to."""
     from linformer.configs import compose
     from linformer.runconfig import PretrainSpec

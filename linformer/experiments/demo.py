@@ -137,7 +137,7 @@ def plan(extra: list[str], where: Places) -> list[Job]:
     places = list(where.overrides)
     # bf16 where the CPU computes it natively (faster than fp32 there); emulated bf16 is slower than fp32
     precision = "bf16" if torch.cuda.is_available() or native_cpu_bf16() else "no"
-    # validation scores the whole held-out split (the slice's 138 blocks, fewer than trainer.eval_blocks' default)
+    # validation scores the whole held-out split (the slice's 162 blocks, fewer than trainer.eval_blocks' default)
     pretrain = [*places, "run_name=demo", f"experiment_name={DEMO}", "model=tiny", "data=mirror_slice",
                 "trainer.max_steps=300", "trainer.batch_size=16", "trainer.lr=1e-3", "trainer.warmup_steps=30",
                 "trainer.eval_every=100", "trainer.eval_blocks=null", "trainer.save_every=100",
