@@ -112,6 +112,20 @@ def returned_path(recorded: str | os.PathLike) -> str:
     return local if named_local or os.path.exists(local) else text
 
 
+def in_this_mirror(recorded: str | os.PathLike, recorded_mirror: str | os.PathLike | None) -> str | None:
+    """A path a run's record names under the data mirror that same record names (its ``paths.data_mirror``, as a
+    record written before ``record_path`` spelt it ``${paths.data_mirror}/...``: ``../shared/data/imdb`` beside
+    ``../shared/data``), in this machine's data mirror; None where the record names no mirror or the path lies
+    outside it."""
+    if not recorded_mirror or str(recorded_mirror).startswith("${"):
+        return None
+    p, mirror = Path(local_path(str(recorded))), Path(resolve_path(str(recorded_mirror)))
+    if not p.is_relative_to(mirror):
+        return None
+    rest = p.relative_to(mirror).as_posix()
+    return local_path(MIRROR_ROOT if rest == "." else f"{MIRROR_ROOT}/{rest}")
+
+
 def recorded_paths(value):
     """`value` (a run's config, summary or results; a flattened one; a list, a text) with every absolute path in it
     named as ``record_path`` names it: what a run's record holds, and how two records, or a record and a config, are

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import plots
-from ..data.io import default_data_mirror
+from ..data.io import data_mirror_words, default_data_mirror, in_this_mirror
 from ..data.streams import token_lengths
 from ..data.task_readers import read_task_split
 from ..data.task_splits import shared_texts, subset_rows
@@ -28,7 +28,7 @@ from ..data.tokenizer import load_tokenizer
 from ..errors import DataError
 from ..files.atomic import save_figure
 from ..files.locations import resolve_path
-from ..files.runs import CONFIG
+from ..files.runs import CONFIG, read_record
 from ..files.tables import table_lines
 from ..modeling.card import read_card_info
 from ..modeling.loading import resolve_model_path
@@ -42,14 +42,20 @@ QUARTILES = 4
 
 def eval_lengths(run: dict) -> np.ndarray:
     """Tokens per eval example of a finished finetuning run (``read_runs`` dict), in eval-split order."""
-    data = _task_data(run, "the difference by input length rebuilds the eval examples from it (skip it with "
-                           "--no-by-length)")
+    data = eval_data(run)
     tokenizer = load_tokenizer(_tokenizer_path(run), "model_path")
     split = task_splits(data, tokenizer, int(run["max_length"]), splits=("eval",))["eval"]
     if not np.array_equal(np.asarray(split["labels"]), run.get("_all_labels", run["_labels"])):
         raise DataError(f"{run['_dir']}: its config.yaml no longer gives the examples it was evaluated on "
                         f"(task data at {data.data_dir} changed?)")
     return token_lengths(split)
+
+
+def eval_data(run: dict) -> TaskData:
+    """The task data ``eval_lengths`` reads for `run`; refused in one line (naming LINFORMER_DATA_MIRROR and
+    --no-by-length) where it is not here, so a report can ask before any other work."""
+    return _task_data(run, "the difference by input length rebuilds the eval examples from it (skip that section "
+                           "with --no-by-length)")
 
 
 def trained_on_eval(run: dict) -> np.ndarray:
@@ -71,18 +77,31 @@ def trained_on_eval(run: dict) -> np.ndarray:
 
 def _task_data(run: dict, needed_for: str) -> TaskData:
     """The run's task data, read from its config.yaml as the run's own record (``rundir.read_recorded_config``);
-    a missing one is refused naming what it is `needed_for`. A run finished on another machine (a GPU node reading
-    its own copy of the data mirror) names a data_dir whose files are not here: then the same task under this
-    machine's mirror; the labels check in eval_lengths still tells if those are other examples."""
+    a missing config, or task data that is not here, is refused in one line naming what it is `needed_for`. A path
+    the record names under the data mirror it records (``io.in_this_mirror``) is read from this machine's mirror
+    (LINFORMER_DATA_MIRROR), as a newer record's ``${paths.data_mirror}/...`` is. A run finished on another machine
+    (a GPU node reading its own copy of the mirror) may name a data_dir whose files are not here: then the same task
+    under this machine's mirror; the labels check in eval_lengths still tells if those are other examples."""
     if not (Path(run["_dir"]) / CONFIG).is_file():
         raise DataError(f"{Path(run['_dir']) / CONFIG} is missing: {needed_for}")
     data = read_recorded_config(run["_dir"], TaskData.read)
+    if not data.data_dir:  # the hub's dataset
+        return data
     task_spec = get_task(data.name)
-    here = Path(default_data_mirror()) / task_spec.mirror_subdir
-    eval_file = task_spec.files["eval"]
-    if data.data_dir and task_spec.mirror_subdir and not (Path(data.data_dir) / eval_file).exists() \
-            and (here / eval_file).is_file():
-        return dataclasses.replace(data, data_dir=str(here))
+    record = read_record(run["_dir"], CONFIG)
+    recorded, named = data.data_dir, (record.get("task") or {}).get("data_dir")
+    mirrored = in_this_mirror(recorded, (record.get("paths") or {}).get("data_mirror"))
+    if mirrored is not None:
+        data = dataclasses.replace(data, data_dir=mirrored)
+    elif task_spec.mirror_subdir and not (Path(recorded) / task_spec.files["eval"]).exists():
+        here = Path(default_data_mirror()) / task_spec.mirror_subdir
+        if (here / task_spec.files["eval"]).is_file():
+            data = dataclasses.replace(data, data_dir=str(here))
+    if not Path(data.data_dir).is_dir():
+        where = (f"{data.data_dir}: the run recorded {named} in its data mirror, read from this machine's, "
+                 f"{data_mirror_words()}" if data.data_dir != recorded else f"{recorded}, as the run recorded it")
+        raise DataError(f"task {data.name}'s data is not at {where}. {needed_for[0].upper()}{needed_for[1:]}: set "
+                        "LINFORMER_DATA_MIRROR to the folder that holds the data mirror")
     return data
 
 

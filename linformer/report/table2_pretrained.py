@@ -239,6 +239,15 @@ def transfer_builds(runs: list[dict]) -> list[dict]:
     return [{key: value for key, value in b.items() if key != "_errors"} for b in builds]
 
 
+def check_length_data(runs: list[dict]) -> None:
+    """DataError, in one line naming LINFORMER_DATA_MIRROR and --no-by-length, where the task data that
+    ``length_breakdown`` rebuilds each teacher's eval examples from is not here."""
+    teacher = _group(runs).get(TEACHER, {})
+    for task in MIRROR_TASKS:
+        if task in teacher:
+            by_length.eval_data(teacher[task][0])
+
+
 def length_breakdown(runs: list[dict]) -> dict[str, dict]:
     """Per task with a teacher: every other row's seed-matched difference from it by input-length quartile
     (``report/by_length.py``; the lengths are rebuilt from the teacher run's config)."""
@@ -654,6 +663,8 @@ def write_table(patterns: list[str], out: str, meta: dict, measure: bool | None 
         raise DataError(f"every run at or under {', '.join(patterns)} chose its epoch on the reported split: no table")
     meta = {**meta, "recipe": recipe_from_runs(runs) + (f"; {meta['recipe']}" if meta.get("recipe") else ""),
             "excluded": excluded, "kept_on_reported": kept_on_reported(runs)}
+    if lengths:  # refused now, in one line, rather than after the contamination check and the cost columns
+        check_length_data(runs)
     meta["contamination"] = drop_trained_on(runs)
     rows = build_rows(runs, declared)
     meta["run_devices"] = run_devices(runs)

@@ -459,6 +459,7 @@ def test_the_json_names_its_by_length_plot_relative_to_the_repository(runs, tmp_
 
     meta = {"source": "s", "hardware": "h", "command": "c", "recipe": None, "n": 128, "cost_batch": 8, "load": "l",
             "missing": None}
+    monkeypatch.setattr(tp.by_length, "eval_data", lambda run: None)  # these runs record no config.yaml
     monkeypatch.setattr(tp.by_length, "eval_lengths", lambda run: np.arange(len(run["_labels"])) % 300 + 1)
     monkeypatch.setattr(tp.by_length, "trained_on_eval", lambda run: np.zeros(len(run["_labels"]), dtype=bool))
     drawn = []
@@ -469,3 +470,51 @@ def test_the_json_names_its_by_length_plot_relative_to_the_repository(runs, tmp_
     assert data["meta"]["by_length_png"] == "docs/t_by_length.png"
     assert [Path(p).resolve() for p in drawn] == [tmp_path.resolve() / "docs" / "t_by_length.png"]
     assert "Plot: `t_by_length.png`." in (tmp_path / "docs" / "t.md").read_text()
+
+
+def _record_config(run_dir, recorded_mirror):
+    """A committed run's config.yaml (tp-cpu12k-imdb-full-s0) as if recorded with its data mirror at
+    `recorded_mirror` (an older record names the mirror and its task's folder as plain paths)."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "docs/results/table2_pretrained_runs/tp-cpu12k-imdb-full-s0/config.yaml").read_text())
+    config["paths"]["data_mirror"], config["task"]["data_dir"] = str(recorded_mirror), f"{recorded_mirror}/imdb"
+    (Path(run_dir) / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+def _imdb_files(mirror):
+    (mirror / "imdb").mkdir(parents=True)
+    for name in ("train.csv", "test.csv"):
+        (mirror / "imdb" / name).write_text("text,label\nfine,1\n")
+
+
+def test_a_record_s_task_data_under_its_mirror_is_read_from_this_machine_s_mirror(tmp_path, monkeypatch):
+    """A record names its task data under the data mirror it also records (../shared/data/imdb beside
+    ../shared/data): the report reads that task from the mirror the user set now (LINFORMER_DATA_MIRROR), as a
+    newer record's ${paths.data_mirror}/imdb is, even where the recorded folder also exists (another copy)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _record_config(run, tmp_path / "recorded")
+    _imdb_files(tmp_path / "recorded")
+    _imdb_files(tmp_path / "mine")
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "mine"))
+    assert Path(by_length._task_data({"_dir": str(run)}, "needed").data_dir) == tmp_path / "mine" / "imdb"
+
+
+def test_a_report_whose_by_length_section_lacks_its_task_data_refuses_first_in_one_line(runs, tmp_path, monkeypatch,
+                                                                                        capsys):
+    """Without the data mirror the report warned that it would carry on without the contamination check, then
+    failed in the by-length section naming the record's path (not the mirror the user set) and task.data_dir=null
+    (no option of table2.py). Now it refuses before any other work, in one line naming the mirror it looked in,
+    LINFORMER_DATA_MIRROR and --no-by-length, and writes nothing."""
+    for d in (runs / "runs").iterdir():
+        _record_config(d, tmp_path / "recorded")
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "mine"))
+    meta = {"source": "s", "hardware": "h", "command": "c", "recipe": None, "n": 128, "cost_batch": 8, "load": "l",
+            "missing": None}
+    with pytest.raises(tp.DataError) as refused:
+        tp.write_table([str(runs / "runs")], str(tmp_path / "t"), dict(meta), measure=False)
+    line = str(refused.value)
+    assert "\n" not in line and f"{tmp_path / 'mine'}/imdb" in line and str(tmp_path / "recorded") in line
+    assert "LINFORMER_DATA_MIRROR" in line and "--no-by-length" in line and "task.data_dir=null" not in line
+    assert "warning" not in capsys.readouterr().err and not any(tmp_path.glob("t.*"))
