@@ -11,7 +11,9 @@ Writes ``<out>.json`` (every run's curve, so the figure survives the run directo
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +110,27 @@ def baselines_of(run: Run) -> tuple[dict[str, float | None], str | None]:
     return values, why + "is not here to give it"
 
 
-def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
-    """Each run's validation-perplexity curve, final perplexity and what it was trained on."""
+def replaced_baselines(path: Path) -> dict[tuple[str, float], dict[str, float]]:
+    """{(run_dir, final_val_ppl): {name: value}} of the ``BASELINES`` an earlier <out>.json at `path` gives its runs:
+    what a regeneration keeps where the corpus that gave them is not here (a fresh clone), rather than writing
+    null over them and turning a judged target into "not judged". {} where there is no such file."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    kept = {}
+    for row in old.get("runs") or [] if isinstance(old, dict) else []:
+        if isinstance(row, dict) and row.get("run_dir") and isinstance(row.get("final_val_ppl"), (int, float)):
+            values = {name: row[name] for name in BASELINES if isinstance(row.get(name), (int, float))}
+            if values:
+                kept[row["run_dir"], row["final_val_ppl"]] = values
+    return kept
+
+
+def _curve_rows(runs: list[Run], label=label_of, kept: dict | None = None) -> list[dict[str, Any]]:
+    """Each run's validation-perplexity curve, final perplexity and what it was trained on. `kept`
+    (``replaced_baselines``): the baselines of the report being replaced, for the same run record (its folder and
+    final perplexity), taken where this machine cannot give them, with a warning and the row saying so."""
     if not runs:
         raise DataError("figure 3 needs pretraining runs; none were given")
     rows = []
@@ -132,13 +153,23 @@ def _curve_rows(runs: list[Run], label=label_of) -> list[dict[str, Any]]:
                      "device": run.results.get("device"),  # the machine it trained on, in words
                      "final_val_ppl": ppl[-1], "curve": {"step": steps, "val_ppl": ppl}})
         values, why = baselines_of(run)
+        earlier = (kept or {}).get((rows[-1]["run_dir"], ppl[-1]), {})
+        taken = {name: earlier[name] for name in BASELINES if values[name] is None and name in earlier}
+        if taken:
+            values = {**values, **taken}
+            rows[-1]["baselines_kept"] = sorted(taken)
+            print(f"warning: {run.name}: {', '.join(sorted(taken))} cannot be computed here"
+                  f"{f' ({why})' if why else ''}: kept from the report this one replaces "
+                  f"({', '.join(f'{n} {v:,.1f}' for n, v in sorted(taken.items()))})", file=sys.stderr)
+            why = None if values["context_free_val_ppl"] is not None else why
         rows[-1].update({**values, **({"plateau_unknown": why} if why else {})})
     return rows
 
 
-def figure3_data(runs: list[Run]) -> dict[str, Any]:
-    """Curves, final perplexities and the target, from pretraining runs of one n that saw the same tokens."""
-    rows = _curve_rows(runs)
+def figure3_data(runs: list[Run], kept: dict | None = None) -> dict[str, Any]:
+    """Curves, final perplexities and the target, from pretraining runs of one n that saw the same tokens; `kept`:
+    ``_curve_rows``'."""
+    rows = _curve_rows(runs, kept=kept)
     check_alike(runs, ATTENTION_KEYS, "figure 3")
     seen: dict[str, str] = {}
     for r in rows:  # one line per label: a second would be drawn over the first
@@ -195,11 +226,11 @@ def _plateau_unknown(why: list[str]) -> str:
             "whatever their attention")
 
 
-def figure3d_data(runs: list[Run]) -> dict[str, Any]:
+def figure3d_data(runs: list[Run], kept: dict | None = None) -> dict[str, Any]:
     """Panel d: the Linformer at one k over several n (the same steps and tokens: batch x n fixed), with full
     attention at any of those n; each run against full attention at its n where there is one, and the spread of the
     Linformers' final perplexities (largest / smallest) against the target."""
-    rows = _curve_rows(runs, label=lambda run: f"{label_of(run)}, n={run.key_config['n']}")
+    rows = _curve_rows(runs, label=lambda run: f"{label_of(run)}, n={run.key_config['n']}", kept=kept)
     check_alike(runs, ATTENTION_KEYS | LENGTH_KEYS, "figure 3d")
     budgets = {(r["steps"], r["tokens"]) for r in rows}
     if len(budgets) > 1:
@@ -254,7 +285,8 @@ def figure3(paths: list[str | Path], out: str | Path, overwrite: bool = False, p
     """Write ``<out>.json`` and ``<out>.png`` of Figure 3's `panel` (a or d) from the pretraining runs under
     `paths`; returns the data. The JSON records `command` (the command line that made it) and each run's device."""
     runs = [load_run(p, rows=False, strict=True) for p in find_runs(named_paths(paths), strict=True)]
-    data = figure3d_data(runs) if panel == "d" else figure3_data(runs)
+    kept = replaced_baselines(Path(out).with_suffix(".json"))  # what the corpus gave, where it is not here now
+    data = figure3d_data(runs, kept) if panel == "d" else figure3_data(runs, kept)
     if command:
         data["command"] = command
     out = Path(out)

@@ -262,3 +262,28 @@ def test_a_non_finite_full_attention_reference_is_not_judged():
     assert data["target_met"] is None and "not a number a ratio can be taken to" in data["not_judged"]
     assert [r["ppl_ratio_vs_full"] for r in data["runs"]] == [None, None]
     assert "not judged" in figure3_lines(data)[-1]
+
+
+def test_a_regeneration_that_cannot_compute_a_committed_baseline_keeps_it_and_says_so(tmp_path, monkeypatch, capsys):
+    """figure3_gpu.json's recorded command, run in a fresh clone (no corpus manifest: the runs' summaries predate
+    context_free_val_ppl), wrote null over its committed baselines and over "target met". The report it replaces
+    keeps them for the same run records (folder and final perplexity), with a warning and a mark in each row; the
+    target is judged as before. A row of another record (another final perplexity) keeps nothing."""
+    from linformer.report import figure3 as module
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(module, "read_manifest", lambda corpus: {})  # a fresh clone: the corpus is not here
+    monkeypatch.setattr(module, "plot_pretrain_curves", lambda *args, **kwargs: None)
+    committed = json.loads((repo / "docs/results/figure3_gpu.json").read_text())
+    out = tmp_path / "figure3_gpu"
+    out.with_suffix(".json").write_text(json.dumps(committed))
+    runs = [str(repo / r["run_dir"]) for r in committed["runs"]]
+    data = figure3(runs, out, overwrite=True)
+    assert data["context_free_val_ppl"] == committed["context_free_val_ppl"] is not None
+    assert data["target_met"] is committed["target_met"] is True and "not_judged" not in data
+    assert all(r["baselines_kept"] == ["context_free_val_ppl"] for r in data["runs"])
+    assert "kept from the report this one replaces" in capsys.readouterr().err
+    committed["runs"][0]["final_val_ppl"] += 1  # another record of that folder: its baselines are not this one's
+    out.with_suffix(".json").write_text(json.dumps(committed))
+    assert figure3(runs, out, overwrite=True)["target_met"] is None
