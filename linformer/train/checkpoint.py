@@ -380,11 +380,7 @@ def _agreed(accelerator: Accelerator, root: Path, step: int, part, tmp: Path) ->
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
         raise
-    ok = error is None
-    if accelerator.num_processes > 1:
-        flag = torch.tensor([int(ok)], device=accelerator.device)
-        ok = bool(accelerator.reduce(flag, "min").item())
-    if ok:
+    if every_rank_succeeded(accelerator, error is None):
         return
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -392,6 +388,16 @@ def _agreed(accelerator: Accelerator, root: Path, step: int, part, tmp: Path) ->
         raise error
     raise PeerFailed(f"another process failed while writing the checkpoint of step {step} in {root} (its error says "
                      "why); this process stops with it. The earlier checkpoints are intact.")
+
+
+def every_rank_succeeded(accelerator: Accelerator, ok: bool) -> bool:
+    """Whether `ok` holds on every rank (a collective; `ok` itself for one process). The max of a failure flag:
+    Accelerate's ``reduce`` knows "sum", "mean" and "max" alone and sums for any other name ("min" among them), so
+    a minimum of success flags would read one rank's failure among several as success."""
+    if accelerator.num_processes == 1:
+        return ok
+    failed = torch.tensor([int(not ok)], device=accelerator.device)
+    return not bool(accelerator.reduce(failed, "max").item())
 
 
 def newest_intact(candidates: list[Path], matters=lambda name: True) -> tuple[Path | None, dict[Path, list[str]]]:

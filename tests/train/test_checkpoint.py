@@ -275,9 +275,30 @@ def test_load_without_the_rng_state_leaves_it_and_writes_nothing_in_the_checkpoi
     assert _listing(path) == before
 
 
+def _accelerate_reduction(reduction):
+    """How Accelerate's ``reduce`` combines the ranks' tensors (accelerate.utils.operations.reduce): the maximum for
+    "max", else their sum, whatever the name ("min", "none" and "mean" included; "mean" then divides)."""
+    import torch
+
+    return torch.maximum if reduction == "max" else torch.add
+
+
+class _Sent:
+    """An accelerator of 2 processes that keeps the tensor its rank gives a reduction (what the other rank sends)."""
+
+    import torch
+
+    num_processes, device = 2, torch.device("cpu")
+
+    def reduce(self, tensor, reduction):
+        self.sent = tensor.clone()
+        return tensor
+
+
 class _RankZeroOfTwo:
-    """The accelerator as rank 0 of 2 sees it: the real one writes the files, `reduce` adds the other rank's
-    outcome (1: its part succeeded) and notes whether the temporary checkpoint was still there to write into."""
+    """The accelerator as rank 0 of 2 sees it: the real one writes the files, `reduce` combines this rank's tensor
+    with the one the other rank sends for its outcome (1: its part succeeded), as Accelerate does, and notes whether
+    the temporary checkpoint was still there to write into."""
 
     num_processes, is_main_process = 2, True
 
@@ -288,11 +309,26 @@ class _RankZeroOfTwo:
         return getattr(self.accelerator, name)
 
     def reduce(self, tensor, reduction):
-        import torch
+        from linformer.train.checkpoint import every_rank_succeeded
 
-        assert reduction == "min"
         self.tmp_there.append(bool(list((self.root / "checkpoints").glob(".tmp-step-*"))))
-        return torch.minimum(tensor, torch.tensor([self.other_ok.pop(0)]))
+        other = _Sent()
+        every_rank_succeeded(other, bool(self.other_ok.pop(0)))
+        return _accelerate_reduction(reduction)(tensor, other.sent)
+
+
+@pytest.mark.parametrize("outcomes", [(True, True), (True, False), (False, True), (False, False)])
+def test_every_rank_succeeded_only_where_each_rank_did(outcomes):
+    """A rank's failure among 2 read as success: the agreement asked Accelerate for a "min", which it sums."""
+    from linformer.train.checkpoint import every_rank_succeeded
+
+    class _Rank(_Sent):
+        def reduce(self, tensor, reduction):
+            other = _Sent()
+            every_rank_succeeded(other, outcomes[1])
+            return _accelerate_reduction(reduction)(tensor, other.sent)
+
+    assert every_rank_succeeded(_Rank(), outcomes[0]) is all(outcomes)
 
 
 def test_a_rank_that_fails_a_checkpoint_removes_nothing_before_the_others_are_done(accelerated, tmp_path,
