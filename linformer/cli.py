@@ -59,10 +59,11 @@ def cli_errors(resumes: bool = False, work: bool = True):
             if work:
                 models_registered()
             yield
-    except Preempted as stop:
-        _last_line(f"stopped: {stop}", stop.exit_code, notes=_notes(stop))
+    except Preempted as stop:  # a SIGTERM after another process failed is the launcher's: that one says why
+        _last_line(f"stopped: {stop}", stop.exit_code, cause=not stopped_for_a_peer(stop), notes=_notes(stop))
     except KeyboardInterrupt as stop:  # start-up, a report's work, a second Ctrl-C
-        _last_line(stopped_line(stop, resumes), exit_status(stop), notes=_notes(stop))
+        _last_line(stopped_line(stop, resumes), exit_status(stop), cause=not stopped_for_a_peer(stop),
+                   notes=_notes(stop))
     except Exception as err:
         if output_closed(err):
             _output_closed()
@@ -123,6 +124,8 @@ def stop_while_starting() -> None:
             raise KeyboardInterrupt if signum == signal.SIGINT else Interrupted(signum)
         if _said:  # its last line is out: a second line would contradict it (``exit_as_said``)
             exit_as_said()
+        if signum == signal.SIGTERM and peer_failed():  # the launcher's, for a process that failed and said so
+            _ended_as(Ended(stopped_status(signum), ""))
         when = "as the command was ending, after its work" if _ended else "while the command was starting"
         line = f"stopped: interrupted by {signal_words(signum)} {when}."
         if process_rank() == 0:  # under torchrun every process starts alike: one line says it
@@ -332,6 +335,8 @@ def _last_line(line: str, code: int, cause: bool = True, notes: list[str] = ()) 
     if peers is None:
         print(line if rank == 0 else f"[rank {rank}] {line}", file=sys.stderr, flush=True)
         _ended_as(Ended(code, shown))
+    if not in_command():  # the launcher's SIGTERM while this process waits for another's line ends it quietly, with
+        said(code)        # this status (``exit_as_said``): it is no stop of this command's
     if cause:
         if rank == 0:
             print(line, file=sys.stderr, flush=True)
@@ -360,8 +365,31 @@ def tell_peers(line: str) -> None:
     peers = _launch_store()
     if peers is None:
         return
+    _told.append(line)
     peers.set("cause", line)
     _release_peers()
+
+
+_told: list[str] = []  # this process's own cause, once it gave it (``tell_peers``)
+
+
+def peer_failed() -> bool:
+    """Whether another process of this launch ended the run by a failure and gave its line (``tell_peers``): an
+    `error:` line or an unexpected error's first line, not a `stopped:` one. Then the launcher's SIGTERM, which it
+    sends every process once one ended, is no stop of this one's: it stops without a line of its own. Read now,
+    not waited for."""
+    if _told:
+        return False
+    peers = _launch_store()
+    cause = None if peers is None else _wait_for(peers, "cause", 0)
+    return cause is not None and re.match(r"(\[rank \d+\] )?stopped:", cause) is None
+
+
+def stopped_for_a_peer(stop: BaseException) -> bool:
+    """Whether `stop` (a Preempted or KeyboardInterrupt) is the launcher's SIGTERM after another process failed
+    (``peer_failed``)."""
+    signum = stop.exit_code - 128 if isinstance(stop, Preempted) else getattr(stop, "signum", None)
+    return signum == signal.SIGTERM and peer_failed()
 
 
 def _release_peers() -> None:

@@ -187,6 +187,44 @@ def test_a_sigterm_to_a_command_is_its_stopped_line_and_128_plus_the_signal(caps
         signal.signal(signal.SIGTERM, before)
 
 
+class _Store(dict):
+    """torchrun's key-value store as ``cli`` uses it (``_launch_store``)."""
+
+    def check(self, keys):
+        return all(key in self for key in keys)
+
+    def get(self, key):
+        return self[key].encode()
+
+    def set(self, key, value):
+        self[key] = value
+
+
+@pytest.mark.parametrize("stop", ["interrupted", "preempted"])
+def test_the_launcher_s_sigterm_after_another_process_failed_stops_this_one_without_a_line(capsys, monkeypatch, stop):
+    """Rank 0 failed (its `error:` line given to the others) while rank 1 still started: torchrun's SIGTERM to rank 1
+    printed `[rank 1] stopped: interrupted by SIGTERM. Run the same command again to go on.`, which running it again
+    would not do. A stop by the launcher's SIGTERM after another process failed is that process's to say."""
+    import signal
+
+    from linformer import cli
+    from linformer.errors import Preempted
+    from linformer.signals import Interrupted
+
+    said = "error: imports: no module named 'nowhere'"
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(cli, "_launch_store", lambda: _Store(cause=said, rank0=said))
+    for name, fresh in (("_causes", []), ("_told", []), ("_said", [])):
+        monkeypatch.setattr(cli, name, fresh, raising=False)
+    with pytest.raises(SystemExit) as ended, cli.cli_errors(resumes=True, work=False):
+        raise Interrupted(signal.SIGTERM) if stop == "interrupted" else Preempted("stopped by {signal}", signal.SIGTERM)
+    assert ended.value.code == 143
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(cli, "_launch_store", lambda: _Store(cause="stopped: interrupted by SIGTERM.", rank0=said))
+    monkeypatch.setattr(cli, "_causes", [])
+    assert not cli.stopped_for_a_peer(Interrupted(signal.SIGTERM))  # a stop of every process is each one's own
+
+
 def test_an_error_s_notes_are_lines_after_its_last_line(capsys):
     """What else failed while an error or stop unwound (atomic.add_note: a full disk recording a partial output) is
     said after the error's own line, which comes first; a sweep's summary keeps the line alone."""

@@ -32,7 +32,16 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list
 
 from .. import errors
-from ..cli import OUTPUT_CLOSED, exit_status, launched_together, output_closed, peer_cause, process_count, process_rank
+from ..cli import (
+    OUTPUT_CLOSED,
+    exit_status,
+    launched_together,
+    output_closed,
+    peer_cause,
+    process_count,
+    process_rank,
+    stopped_for_a_peer,
+)
 from ..data.io import recorded_paths, returned_path
 from ..errors import CheckpointError, ConfigError, LinformerError, PeerFailed, Preempted, first_line
 from ..files.locations import resolve_path
@@ -228,6 +237,9 @@ def _as_recorded(err: BaseException, processes: int) -> BaseException:
     """`err` as run.json gives it: a lost peer's failure (``peer_failure``), or another process's failure where
     every process agreed (``peer_named``), with that process's line."""
     peer = peer_failure(err, processes)
+    if peer is None and isinstance(err, (Preempted, KeyboardInterrupt)) and stopped_for_a_peer(err):
+        # the launcher's SIGTERM once another process failed, before this one met the failure in a collective
+        peer = peer_named(PeerFailed("another process of this run failed; this one stopped with it."), wait=False)
     if peer is None and isinstance(err, PeerFailed):
         return peer_named(err)
     return peer or err

@@ -171,3 +171,59 @@ def test_a_failure_of_rank_1_alone_is_its_one_line_at_once_and_run_json_gives_it
         assert info["status"] == "failed" and said.removeprefix("error: ") in info["error"]
     # torchrun's report: rank 0 ended with its error's status, not 143 (SIGTERM's)
     assert re.search(r"rank\s*: 0 \(local_rank: 0\)\s*exitcode\s*: 2 ", result.stderr), result.stderr[-3000:]
+
+
+_CRASHING_RANK_1 = '''import os, runpy, sys
+import accelerate
+from linformer import cli
+from linformer.train.trainer import Trainer
+if os.environ.get("RANK") == "1" and os.environ.get("FAIL_IN") == "save":
+    real_save, saves = accelerate.Accelerator.save_state, []
+    def save_state(self, *args, **kwargs):  # its second checkpoint (step 4): a disk error on this rank alone
+        saves.append(1)
+        if len(saves) == 2:
+            raise RuntimeError("injected: a write failed on rank 1")
+        return real_save(self, *args, **kwargs)
+    accelerate.Accelerator.save_state = save_state
+if os.environ.get("RANK") == "1" and os.environ.get("FAIL_IN") == "step":
+    real_step = Trainer._train_step
+    def step(self, s):
+        if s == 3:
+            raise RuntimeError("injected: a step failed on rank 1")
+        return real_step(self, s)
+    Trainer._train_step = step
+sys.argv = sys.argv[1:]
+cli.stop_while_starting()  # as the package's import does in a script's own process (not this wrapper's)
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+@pytest.mark.parametrize("where", ["save", "step"])
+def test_an_unexpected_error_of_rank_1_stops_the_run_failed_and_rank_0_quiet(tiny_data, tmp_path, where):
+    """Rank 1 raised a RuntimeError (not a LinformerError). In a checkpoint's writing, the ranks' agreement asked
+    Accelerate's reduce for a "min", which it sums: rank 0 went on, the run ended complete with exit 0 and a step-4
+    checkpoint short of rank 1's file. In a step, rank 0 (waiting for rank 1's line) took torchrun's SIGTERM as its
+    own stop: `stopped: interrupted by SIGTERM while the command was starting.` and 143. Now the run fails with rank
+    1's traceback, run.json names it, rank 0 adds no line, and no checkpoint of step 4 is kept."""
+    import json
+    import re
+
+    from linformer.files.runs import complete_checkpoints
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    wrapper = tmp_path / "crashing.py"
+    wrapper.write_text(_CRASHING_RANK_1)
+    run = tmp_path / "run"
+    args = _script_args(tiny_data, run, "trainer.cpu=true", "trainer.max_steps=6", "trainer.eval_every=1000",
+                        "trainer.save_every=2")
+    result = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29538", str(wrapper), *args[1:]],
+                            env=dict(os.environ, OMP_NUM_THREADS="1", FAIL_IN=where), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode != 0, result.stderr[-3000:]
+    assert f"RuntimeError: injected: a {'write' if where == 'save' else 'step'} failed on rank 1" in result.stderr
+    assert not [line for line in result.stderr.splitlines() if re.search(r"error:|stopped:", line)], \
+        result.stderr[-3000:]
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "failed" and "[rank 1] RuntimeError: injected" in info["error"], info
+    assert [p.name for p in complete_checkpoints(run)] == ["step-00000002"]
+    assert not re.search(r"rank\s*: 0 \(local_rank: 0\)\s*exitcode\s*: 143 ", result.stderr), result.stderr[-3000:]
