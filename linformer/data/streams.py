@@ -53,8 +53,9 @@ class EpochOrder:
     sees the same global batches.
 
     ``drop_last``: epochs of whole global batches only (pretraining). Otherwise the last batch of an epoch is
-    shorter, and with several processes it is filled from the start of the permutation (as DistributedSampler
-    pads), so every rank gets a full slice.
+    shorter, and with several processes it is filled from the start of the permutation, so every rank gets a full
+    slice: up to ``global_micro - 1`` rows are read twice per epoch (DistributedSampler's padding repeats at most
+    world - 1), and such an epoch's last batch is not one process's.
 
     ``lengths`` (tokens per row) groups rows of similar length into batches, so that dynamic padding pads little:
     the epoch's permutation is cut into megabatches of ``MEGA`` global batches, each sorted longest first and cut
