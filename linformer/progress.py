@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -27,15 +28,57 @@ def progress_to_log_file() -> bool:
         return True
 
 
+# The size taken for a terminal that reports 0 columns or lines (a pty no one sized: `docker exec -t` or `kubectl
+# exec -t` before the client's resize, `ssh -t` or `script` run from a script), as shutil's fallback: columns, lines
+FALLBACK_SIZE = (80, 24)
+
+
+def _reported_size(stream) -> os.terminal_size | None:
+    """The size the terminal `stream` writes to reports (0 x 0 where no one sized it), None where it is no terminal
+    (a file, a pipe, a stream without a file descriptor, a closed one)."""
+    try:
+        return os.get_terminal_size(stream.fileno())
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _environ_size(name: str) -> int:
+    """COLUMNS or LINES where set to a positive whole number (the user's word, as shutil reads it), else 0."""
+    try:
+        return max(int(os.environ.get(name, "")), 0)
+    except ValueError:
+        return 0
+
+
+def terminal_size(stream) -> os.terminal_size | None:
+    """The size to lay out output for on the terminal `stream` writes to (None where it is no terminal): COLUMNS and
+    LINES where set, else what the terminal reports, and for a dimension it reports as 0 FALLBACK_SIZE's."""
+    reported = _reported_size(stream)
+    if reported is None:
+        return None
+    return os.terminal_size((_environ_size("COLUMNS") or reported.columns or FALLBACK_SIZE[0],
+                             _environ_size("LINES") or reported.lines or FALLBACK_SIZE[1]))
+
+
 def progress_bar(show: bool | None = None, **options):
     """A tqdm bar on stderr, as wide as the terminal; `show`: None draws it where stderr is a terminal, not a log file
     (``progress_to_log_file``), the rule of every command; False never; True wherever stderr goes (a caller that
     decided already, or that asks for it). `options` are tqdm's (total, initial, desc, unit). Close it (or use it as
-    a context manager) however the work ends, so that a line after it starts on a line of its own."""
+    a context manager) however the work ends, so that a line after it starts on a line of its own.
+
+    It follows the terminal's width as it changes (tqdm's dynamic_ncols), except on a terminal that reports 0
+    columns or lines when the bar starts: tqdm would take those as -1 and draw nothing at all (blank lines for a whole
+    run), so such a bar keeps ``terminal_size``'s (FALLBACK_SIZE, or COLUMNS and LINES where set)."""
     from tqdm.auto import tqdm
 
-    return tqdm(file=sys.stderr, dynamic_ncols=True,
-                disable=progress_to_log_file() if show is None else not show, **options)
+    reported = _reported_size(sys.stderr)
+    if reported is None or min(reported) > 0:
+        sizing: dict = {"dynamic_ncols": True}
+    else:
+        size = terminal_size(sys.stderr)
+        # one column short of the width, as tqdm's own measure leaves it: a line as wide as the terminal wraps
+        sizing = {"ncols": size.columns - 1, "nrows": size.lines}
+    return tqdm(file=sys.stderr, disable=progress_to_log_file() if show is None else not show, **sizing, **options)
 
 
 def progress_said(line: str) -> None:

@@ -14,12 +14,12 @@ the runs are positional paths that the shell expands from globs, which Hydra's k
 
 __linformer_command__ = True  # one of linformer's commands, set before its import (locations.started_script)
 
-import shutil
 import sys
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
+from linformer.progress import terminal_size
 from linformer.script_help import description
 from linformer.shell import shell_command
 
@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     with cli_errors():  # the default --out is read from the configs here: --help and a given --out need none
         out = args.out or path(f"{path_root('output_dir')}/compare")
-        width = args.width if args.width is not None else (
-            shutil.get_terminal_size().columns if sys.stdout.isatty() else 0)
+        size = terminal_size(sys.stdout)  # a terminal that reports 0 columns: progress.FALLBACK_SIZE's
+        width = args.width if args.width is not None else (size.columns if size is not None else 0)
         result = compare_runs(args.runs, out, args.metrics, args.plot, args.overwrite, x=args.x,
                               command=shell_command("python", "scripts/compare_runs.py", *given), where=args.where,
                               group_by=args.group_by, width=width)

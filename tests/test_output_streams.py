@@ -70,3 +70,60 @@ def test_work_over_many_items_draws_a_bar_on_a_terminal_and_plain_lines_in_a_log
     monkeypatch.setattr(progress, "progress_to_log_file", lambda: True)
     assert list(progress.progress_over([1, 2, 3], "reading", "runs")) == [1, 2, 3]  # quick: no line
     assert capsys.readouterr().err == ""
+
+
+class _Terminal:
+    """A stderr that is a terminal of the size `os.get_terminal_size` is faked to report, holding what is written."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+    def fileno(self):
+        return 2
+
+
+@pytest.mark.parametrize("reported", [(0, 0), (0, 24), (100, 0)])
+def test_a_bar_on_a_terminal_that_reports_no_size_draws_at_the_fallback_width(monkeypatch, reported):
+    """A pty no one sized (docker/kubectl exec -t before a resize, ssh -t from a script) reports 0 columns and
+    lines: tqdm's dynamic width took them as -1 and drew nothing for a whole run, while the plain progress lines were
+    off since stderr is a terminal. The bar now draws at progress.FALLBACK_SIZE's width (COLUMNS where set)."""
+    import os
+
+    from linformer import progress
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size(reported))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    with progress.progress_bar(total=5, desc="pretrain") as bar:
+        bar.update(5)
+    last = terminal.text.split("\r")[-1].rstrip("\n")
+    assert "pretrain: 100%" in last and "5/5" in last
+    assert len(last) <= (reported[0] or progress.FALLBACK_SIZE[0]) - 1
+    monkeypatch.setenv("COLUMNS", "120")  # the user's word, as shutil takes it
+    assert progress.terminal_size(terminal) == (120, reported[1] or progress.FALLBACK_SIZE[1])
+
+
+def test_terminal_size_is_the_fallback_where_a_terminal_reports_0_columns_and_none_for_a_file(monkeypatch, tmp_path):
+    """compare_runs fits its table to progress.terminal_size's width: 80 columns on a terminal that reports 0 (no
+    limit at all would print rows of 300 characters), nothing where stdout is no terminal."""
+    import os
+
+    from linformer import progress
+
+    measure = os.get_terminal_size
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)) if fd == 2 else measure(fd))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert progress.terminal_size(_Terminal()).columns == progress.FALLBACK_SIZE[0]
+    with tmp_path.joinpath("log").open("w") as log_file:
+        assert progress.terminal_size(log_file) is None
