@@ -457,8 +457,9 @@ def markdown_table(runs: list[Run], metrics: list[str], digests: list[Digest]) -
     if flagged:
         note += " " + SKIPPED_NOTE
     if steady:
-        note += (" Steady columns (summary.json): the median step of the second half of the run's steps (the first "
-                 "steps hold compilation and warm-up), and its MFU.")
+        note += (" Steady columns (summary.json): the median step of the second half of the steps of the run's last "
+                 "attempt (its steady_steps; the run's own where it never resumed; the first steps hold compilation "
+                 "and warm-up), and its MFU.")
     damaged = [f"{label} ({r.damage_line})" for r, label in zip(runs, run_labels(runs)) if r.damaged]
     if damaged:
         note += f" Damaged records, each run shown without the files named: {'; '.join(damaged)}."

@@ -34,7 +34,7 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
     lines = [(f"{summary['stage']} complete: {summary['steps']} steps, {summary['tokens']:,} tokens, "
              f"{summary['wall_time_s']:.1f} s ({summary['run_dir']})")]
     if summary.get("tokens_per_s_steady"):
-        speed = f"  speed: {summary['tokens_per_s_steady']:,.0f} tokens/s (median of the later steps)"
+        speed = f"  speed: {summary['tokens_per_s_steady']:,.0f} tokens/s ({steady_span(summary)})"
         speed += f", MFU {summary['mfu']:.1%}" if summary.get("mfu") is not None else ""
         if summary.get("compile"):
             c = summary["compile"]
@@ -42,6 +42,7 @@ def print_summary(summary: Mapping[str, Any], results: Mapping[str, Any] | None)
             speed += (f"; torch.compile ({c['backend']}{mode}): {c['graphs']} graph(s), {c['graph_breaks']} graph "
                       "break(s)")
         lines.append(speed)
+    lines += continued_lines(summary)
     if summary.get("skipped_steps"):
         lines.append(f"  {summary['skipped_steps']} of the {summary['steps']} updates were skipped for a non-finite "
                      f"loss or gradient (the first at step {summary.get('first_skipped_step')})")
@@ -67,6 +68,32 @@ def next_line(stage: str | None, run_dir: Path | str, model_dir: str | None) -> 
     if stage == "finetune" and model_dir is None:
         return export_next(run_dir, SAVE_FINAL)
     return None
+
+
+def continued_lines(summary: Mapping[str, Any]) -> list[str]:
+    """For a run that continued another run's checkpoint (trainer.resume=<its checkpoint>): which run, from which
+    step, and that the totals above count that run's steps, which this run's own files (metrics.jsonl, its events)
+    do not hold."""
+    continued = summary.get("continued_from") or []
+    lines = [f"  continued {c['run']} from its step {c['step']}" for c in continued]
+    if continued:
+        whose = "those runs'" if len(continued) > 1 else "that run's"
+        lines[-1] += (f": the steps, tokens, time and evaluations above include {whose} steps 1-{continued[-1]['step']}, "
+                      f"which this run's metrics.jsonl does not hold (it holds steps {continued[-1]['step'] + 1}-"
+                      f"{summary['steps']})")
+    return lines
+
+
+def steady_span(summary: Mapping[str, Any]) -> str:
+    """Which steps the summary's steady speed is the median of: the later half of this attempt's (``steady_steps``,
+    recorded since), which after a resume are not the run's, e.g. "median of steps 1976-2100, the later half of
+    this attempt's, which resumed at step 1851"."""
+    steps = summary.get("steady_steps")
+    if not steps:
+        return "median of the later steps"
+    span = f"median of steps {steps[0]}-{steps[1]}" if steps[0] != steps[1] else f"step {steps[0]}"
+    resumed = summary.get("resumed_from_step")
+    return f"{span}, the later half of this attempt's, which resumed at step {resumed}" if resumed else span
 
 
 def finetune_next(model_path: Path | str, imports: Sequence[str] = ()) -> str:

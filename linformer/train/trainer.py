@@ -24,6 +24,7 @@ from ..data.metrics import improves
 from ..data.streams import reading_moved
 from ..devices import device_name
 from ..errors import CheckpointError, ConfigError, Preempted, TrainingDiverged
+from ..files.locations import repo_relative
 from ..modeling.saving import is_current_model_folder, model_folder, save_model_dir
 from ..progress import progress_bar, progress_said, progress_to_log_file
 from ..runconfig import RunSpec, TrainerSettings
@@ -87,7 +88,8 @@ class Trainer:
         self.eval_every = settings.eval_every or task.default_eval_every
         self.metrics: MetricsWriter | None = None
         self._t0 = time.perf_counter()  # this process's start of fit()
-        self._step_rates: list[float] = []  # this process's tokens/s of each step, for the steady-state summary
+        # this process's (step, tokens/s) of each step it took, for the steady-state summary
+        self._step_rates: list[tuple[int, float]] = []
         self._pending: list[StepRecord] = []  # steps done since the last host read
         self._window_start = time.perf_counter()  # when the steps of the next host read began
         # tokens and seconds of every host read's window since this process started: the rate since start beside the
@@ -163,12 +165,15 @@ class Trainer:
                    "steps": self.state["step"], "tokens": self.state["tokens"],
                    # updates skipped for a non-finite loss or gradient (fp16: also the grad scaler's overflows)
                    **nonfinite.record(self.state),
-                   # None where this start took no step (resumed at its last): its speed is unknown, not 0
-                   "tokens_per_s": ((self.state["tokens"] - tokens_before) / loop_s
-                                    if loop_s > 0 and self.state["tokens"] > tokens_before else None),
+                   # this attempt's average over its steps (tokens_per_s_steps, the first and last); None where
+                   # this start took no step (resumed at its last): its speed is unknown, not 0
+                   **self._attempt_speed(loop_s, tokens_before),
                    **self._speed_summary(),
                    "wall_time_s": round(wall, 2), **self._batch_record(),
-                   "resumed_from_step": self.state.get("resumed_from_step")}
+                   "resumed_from_step": self.state.get("resumed_from_step"),
+                   # the runs whose checkpoints this one continued (trainer.resume=<another run's>), each with the
+                   # step it took over at: the totals above include their steps
+                   "continued_from": self.state.get("continued_from")}
         if results is not None:
             results.update(wall_time_s=summary["wall_time_s"], device=summary["device"], **nonfinite.record(self.state),
                            **self._batch_record())
@@ -322,7 +327,7 @@ class Trainer:
         self.state["tokens"] = totals[-1]  # all read steps are done: a checkpoint from here on holds them
         rows = []
         for record, (loss, grad_norm, finite), total in zip(pending, values, totals):
-            self._step_rates.append(rate)
+            self._step_rates.append((record.step, rate))
             rows.append({**self._step_row(record, loss, grad_norm, rate, total), "tokens_per_s_avg": average})
             if nonfinite.count(self.state, record.step, bool(finite), self.settings.max_nonfinite_steps):
                 self._diverged(record.step, bar)
@@ -343,12 +348,14 @@ class Trainer:
 
     def _speed_summary(self) -> dict[str, Any]:
         """Steady-state speed: the median tokens/s of the second half of this process's steps (the first steps
-        hold compilation and allocator warm-up), its MFU, and what torch.compile compiled."""
-        rates = self._step_rates[len(self._step_rates) // 2:]
+        hold compilation and allocator warm-up; after a resume, of this attempt's steps alone: an earlier attempt's
+        may have run on another machine or beside other work), with `steady_steps`, the first and last step of that
+        half; its MFU, and what torch.compile compiled."""
+        later = self._step_rates[len(self._step_rates) // 2:]
         out: dict[str, Any] = {}
-        if rates:
-            median = statistics.median(rates)
-            out["tokens_per_s_steady"] = median
+        if later:
+            median = statistics.median(rate for _, rate in later)
+            out["tokens_per_s_steady"], out["steady_steps"] = median, [later[0][0], later[-1][0]]
             if self.task.flops_per_token and self.task.peak_flops:
                 out["mfu"] = self.task.flops_per_token * median / self.task.peak_flops
                 out["mfu_peak_tflops"] = self.task.peak_flops / 1e12
@@ -359,6 +366,15 @@ class Trainer:
                               "mode": self.settings.compile_mode or "default", "graphs": counts.graphs,
                               "graph_breaks": counts.graph_breaks}
         return out
+
+    def _attempt_speed(self, loop_s: float, tokens_before: int) -> dict[str, Any]:
+        """tokens/s of this attempt's training loop (evaluations and checkpoints included), and the steps it took:
+        after a resume, those from the checkpoint's step on, not the run's."""
+        if not (loop_s > 0 and self.state["tokens"] > tokens_before):
+            return {"tokens_per_s": None, "tokens_per_s_steps": None}
+        first = (self.state.get("resumed_from_step") or 0) + 1
+        return {"tokens_per_s": (self.state["tokens"] - tokens_before) / loop_s,
+                "tokens_per_s_steps": [first, self.state["step"]]}
 
     def _diverged(self, step: int, bar) -> None:
         """trainer.max_nonfinite_steps in a row, the last at `step`: checkpoint (the run's current step, at or after
@@ -472,6 +488,10 @@ class Trainer:
         self._wall_before = self.state.get("wall_time_s", 0.0)
         if foreign:  # the run's record names the weights its first steps come from
             self.record.resumed_from = str(path.resolve())
+            # its steps, tokens, time and evaluations up to `step` are that run's, which this run's files do not
+            # hold: the summary names it (kept in the state: a later resume of this run still continued it)
+            self.state["continued_from"] = [*self.state.get("continued_from", []),
+                                            {"run": repo_relative(source), "step": step}]
         if self.is_main:
             where = path if foreign else path.name
             print(f"resuming {self.run_dir} from {where} (step {step} of {self.settings.max_steps})", file=sys.stderr)

@@ -1202,3 +1202,32 @@ def test_a_missing_corpus_and_tokenizer_are_named_in_one_refusal(tiny_data, tmp_
     assert compose("corpus", prepare.split()).tokenizer_dir == str(tokenizer)
     assert prepare.split() == ["data=mirror_slice", f"tokenizer_dir={tokenizer}", f"paths.data_mirror={mirror}",
                                f"out_dir={corpus}"]
+
+
+def test_a_run_that_continues_another_s_checkpoint_names_it_and_the_span_of_its_speed(tiny_data, tmp_path, capsys):
+    """trainer.resume=<another run's checkpoint>: the summary's steps, tokens, time and initial perplexity are the
+    source run's totals, which the run's own metrics.jsonl does not hold; its summary names the run and step it
+    continued (summary.json's continued_from, kept through a later resume of its own), and its speeds name the
+    steps they cover (steady_steps, tokens_per_s_steps: this attempt's, not the run's)."""
+    from linformer.files.locations import repo_relative
+
+    steps = ["trainer.save_every=2", "trainer.eval_every=100", "trainer.warmup_steps=1"]
+    source, continued = tmp_path / "source", tmp_path / "continued"
+    pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=4"), source)
+    capsys.readouterr()
+    summary = pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=4",
+                                        f"trainer.resume={source}/checkpoints/step-00000002"), continued)
+    said = capsys.readouterr().out
+    recorded = json.loads((continued / "summary.json").read_text())
+    assert recorded["continued_from"] == summary["continued_from"] == [{"run": repo_relative(source), "step": 2}]
+    assert f"continued {repo_relative(source)} from its step 2: the steps, tokens, time and evaluations" in said
+    assert "(it holds steps 3-4)" in said
+    assert [json.loads(x)["step"] for x in (continued / "metrics.jsonl").read_text().splitlines()] == [3, 4]
+    assert recorded["tokens_per_s_steps"] == [3, 4] and recorded["steady_steps"] == [4, 4]
+    assert "tokens/s (step 4, the later half of this attempt's, which resumed at step 2)" in said
+
+    summary = pretrain(compose_pretrain(tiny_data, *steps, "trainer.max_steps=6", "trainer.resume=auto",
+                                        "trainer.allow_config_change=[trainer.max_steps]"), continued)
+    assert summary["continued_from"] == [{"run": repo_relative(source), "step": 2}]
+    assert summary["tokens_per_s_steps"] == [5, 6] and summary["steady_steps"] == [6, 6]
+    assert f"continued {repo_relative(source)} from its step 2" in capsys.readouterr().out
