@@ -99,6 +99,31 @@ def warn_unseen_labels(spec, train, data_dir: str | None, of: int | None = None)
     return unseen
 
 
+# An epoch's last step on fewer than this share of a step's examples is warned of (``short_last_step``)
+SHORT_LAST_STEP = 0.25
+
+
+def short_last_step(examples: int, batch_size: int, grad_accum: int, world: int, selects: bool) -> str | None:
+    """The warning for an epoch of `examples` whose last step trains on fewer than SHORT_LAST_STEP of a step's
+    examples (``FinetuneTask.step_batches``: that step takes only what is left), else None. Its loss is a mean over
+    those few, so they make a full update at the scheduled lr, right before the epoch's evaluation (`selects`: the
+    one that chooses best/)."""
+    per_step = batch_size * grad_accum * world
+    left = examples % per_step
+    if examples <= per_step or not left or left >= SHORT_LAST_STEP * per_step:
+        return None
+    processes = f" x {world} processes" if world > 1 else ""
+    before = " right before the evaluation that chooses best/" if selects else ""
+    divisors = [d for d in range(per_step // 2, 0, -1) if examples % d == 0][:1]
+    return (f"each epoch's last step trains on {left} example{'s' * (left != 1)} of {examples:,} "
+            f"({examples // per_step:,} steps of {per_step} = trainer.batch_size {batch_size} x trainer.grad_accum "
+            f"{grad_accum}{processes}, then the {left} left): a full update at the scheduled lr from those "
+            f"alone{before}, every epoch. To avoid it give a training set that divides by {per_step} "
+            f"({examples - left:,} or {examples - left + per_step:,} examples: max_train_examples, less what "
+            f"validation_fraction holds out), or a step of examples that divides {examples:,}"
+            f"{f' (e.g. {divisors[0]})' if divisors and divisors[0] > 1 else ''}")
+
+
 class FinetuneTask(TrainingTask):
     stage = "finetune"
     pads = True  # examples padded to the longest in their batch
@@ -144,6 +169,11 @@ class FinetuneTask(TrainingTask):
         self.steps_per_epoch = math.ceil(self.train_stream.batches_per_epoch / settings.grad_accum)
         self.max_steps = settings.max_steps or self.steps_per_epoch * settings.require("epochs", "finetuning")
         self.default_eval_every = self.steps_per_epoch if self.validation is not None else None
+        if self.max_steps >= self.steps_per_epoch:  # the run reaches an epoch's end
+            short = short_last_step(len(self.train_set), settings.batch_size, settings.grad_accum, world,
+                                    self.validation is not None)
+            if short:
+                log.warning(short)
         self.save_best = settings.save_best
         self.settings = dataclasses.replace(settings, max_steps=self.max_steps)
         self.prepare = tuple(loaders)

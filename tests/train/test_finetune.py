@@ -1,4 +1,5 @@
 import json
+import logging
 import math
 import os
 import shutil
@@ -1191,3 +1192,30 @@ def test_a_run_begun_by_a_version_that_counted_padding_continues_only_when_the_t
     changes = json.loads((run / "run.json").read_text())["changes"]
     assert {"step": first["steps"], "key": "token_count", "from": "padded", "to": "real"} in changes
     assert further["steps"] == 2 * first["steps"]
+
+
+def test_an_epoch_whose_last_step_takes_a_few_examples_is_warned_of_naming_the_settings(sst2_dir, pretrained_run,
+                                                                                         caplog):
+    """An epoch's last step takes what is left (step_batches): 193 examples at 16 x 2 end each epoch with a full
+    update from one example, just before the evaluation that chooses best/. The start-up warns, naming the remainder
+    and the settings that avoid it; 192 examples (a multiple of the step) are not warned of."""
+    from linformer.runconfig import FinetuneSpec
+    from linformer.train.finetune import FinetuneTask
+
+    for examples in (193, 192):
+        caplog.clear()
+        spec = FinetuneSpec.read(compose_finetune("task=sst2", f"task.data_dir={sst2_dir}",
+                                                  f"model_path={pretrained_run}", "trainer.grad_accum=2",
+                                                  f"max_train_examples={examples}"))
+        with caplog.at_level(logging.WARNING, "linformer.train.finetune"):
+            task = FinetuneTask(spec, spec.trainer, 1, 0)
+        assert len(task.train_set) == examples
+        warned = [r.getMessage() for r in caplog.records if "last step" in r.getMessage()]
+        if examples == 193:
+            assert warned == [(
+                "each epoch's last step trains on 1 example of 193 (6 steps of 32 = trainer.batch_size 16 x "
+                "trainer.grad_accum 2, then the 1 left): a full update at the scheduled lr from those alone, every "
+                "epoch. To avoid it give a training set that divides by 32 (192 or 224 examples: max_train_examples, "
+                "less what validation_fraction holds out), or a step of examples that divides 193")]
+        else:
+            assert warned == []
