@@ -1111,3 +1111,24 @@ def test_a_rewritten_file_keeps_its_permissions_and_a_new_one_gets_the_umask_s(t
         assert log.stat().st_mode & 0o777 == 0o640 and log.read_text(encoding="utf-8") == "y"
     finally:
         os.umask(mask)
+
+
+def test_a_wheel_installed_into_a_venv_inside_a_clone_is_not_that_clone(tmp_path, monkeypatch):
+    """`cd clone && python -m venv .venv && .venv/bin/pip install .`: clone_root walked up from site-packages, found
+    the clone's pyproject.toml and linformer/, and relative paths resolved against the clone instead of the working
+    directory, as the README says a non-editable install's do. The clone is only the one whose linformer/ the
+    package is."""
+    from linformer.files import locations
+
+    clone, user = tmp_path / "clone", tmp_path / "user"
+    (clone / "linformer" / "files").mkdir(parents=True)
+    (clone / "pyproject.toml").write_text("[project]\nname = 'linformer'\n")
+    user.mkdir()
+    monkeypatch.chdir(user)
+    site = clone / ".venv" / "lib" / "python3.11" / "site-packages"
+    monkeypatch.setattr(locations, "__file__", str(site / "linformer" / "files" / "locations.py"))
+    assert locations.clone_root() is None
+    assert locations.resolve_path("outputs/pretrain/pt") == str(user / "outputs" / "pretrain" / "pt")
+    monkeypatch.setattr(locations, "__file__", str(clone / "linformer" / "files" / "locations.py"))  # editable
+    assert locations.clone_root() == clone
+    assert locations.resolve_path("outputs/pretrain/pt") == str(clone / "outputs" / "pretrain" / "pt")

@@ -9,10 +9,12 @@ from pathlib import Path
 
 
 def clone_root() -> Path | None:
-    """The clone this package lies in (the directory holding pyproject.toml above it); None for an installed wheel."""
-    here = Path(__file__).resolve()
-    return next((parent for parent in here.parents
-                 if (parent / "pyproject.toml").is_file() and (parent / "linformer").is_dir()), None)
+    """The clone this package is (its linformer/ folder, with the clone's pyproject.toml beside it: an editable
+    install); None for an installed copy (a wheel, ``pip install <clone>``), even one whose site-packages lie in a
+    clone (``<clone>/.venv``): that copy's code is not the clone's, nor its paths."""
+    package = Path(__file__).resolve().parents[1]
+    root = package.parent
+    return root if package.name == "linformer" and (root / "pyproject.toml").is_file() else None
 
 
 def repo_root() -> Path:
