@@ -47,11 +47,12 @@ from pathlib import Path
 from signal import SIGINT
 from typing import Any, TypeVar
 
-from .configs import RETIRED_KEYS, without_retired
+from .configs import CONFIG_DIR_VARIABLE, RETIRED_KEYS, without_retired
 from .data.io import local_path, record_path, recorded_paths
 from .errors import ConfigError, DataError, RunDirError, did_you_mean, first_line
 from .files.atomic import atomic_write, write_json, write_json_when_full, write_yaml
-from .files.locations import resolve_path
+from .files.hashing import tree_sha256
+from .files.locations import clone_root, resolve_path, started_script
 from .files.locks import (
     file_owner,
     holder_gone,
@@ -398,6 +399,9 @@ _BEGUN = ("start_step", "processes", "environment", "command")
 # Environment variables that change a run's numbers (torch's CPU threads: bitwise results hold on one; cuBLAS's
 # workspace: deterministic GPU kernels), recorded where set and repeated in the command to resume
 NUMERIC_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
+# Environment variables that choose a run's inputs (the configs it composes, the raw data it reads): the command it
+# records and prints to resume repeats them where set, so that pasted into another shell it reads the same files
+INPUT_ENV = (CONFIG_DIR_VARIABLE, "LINFORMER_DATA_MIRROR")
 
 
 def numeric_env() -> dict[str, str]:
@@ -405,39 +409,59 @@ def numeric_env() -> dict[str, str]:
     return {name: os.environ[name] for name in NUMERIC_ENV if name in os.environ}
 
 
-def code_revision() -> dict[str, Any]:
-    """The package's version and, where it runs from a git checkout, the commit and whether the checkout had
-    uncommitted changes (``dirty``); commit None where there is no checkout (an installed wheel)."""
+def command_env() -> dict[str, str]:
+    """The variables a run's command repeats before it (those set): NUMERIC_ENV, then INPUT_ENV."""
+    return {**numeric_env(), **{name: os.environ[name] for name in INPUT_ENV if os.environ.get(name)}}
+
+
+def _git_revision(root: Path) -> dict[str, Any]:
+    """The commit of the git checkout at `root` and whether it had uncommitted changes; None each where there is no
+    checkout or git cannot tell (git missing, the checkout unreadable)."""
     import subprocess
 
-    from .version import __version__
-
-    root = Path(__file__).resolve().parents[1]
-    revision: dict[str, Any] = {"linformer": __version__, "commit": None, "dirty": None}
     if not (root / ".git").exists():
-        return revision
+        return {"commit": None, "dirty": None}
     try:
         def git(*args: str) -> str:
             return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30,
                                   check=True, encoding="utf-8", errors="replace").stdout
 
-        revision["commit"] = git("rev-parse", "HEAD").strip() or None
-        revision["dirty"] = bool(git("status", "--porcelain", "--untracked-files=no").strip())
-    except (OSError, subprocess.SubprocessError):  # git missing or the checkout unreadable: the version alone
-        pass
+        commit = git("rev-parse", "HEAD").strip() or None
+        return {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no").strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def code_revision() -> dict[str, Any]:
+    """What names the code that ran: the package's version; where the package is a clone's (an editable install),
+    that checkout's commit and whether it had uncommitted changes (``dirty``), else (a wheel: the version is the
+    same for every commit it was built from) None for both and, where the command was a clone's script, that
+    clone's ``scripts_commit`` and ``scripts_dirty``; and either way ``package_sha256``, the package's own code by
+    content (``files.hashing.tree_sha256`` of its .py files: the same for a wheel built from the same sources)."""
+    from .version import __version__
+
+    package = Path(__file__).resolve().parent
+    root = clone_root()
+    revision: dict[str, Any] = {"linformer": __version__, **(_git_revision(root) if root else
+                                                               {"commit": None, "dirty": None})}
+    started = started_script()
+    if root is None and started is not None and (started.parent.parent / ".git").exists():
+        scripts = _git_revision(started.parent.parent)
+        revision.update(scripts_commit=scripts["commit"], scripts_dirty=scripts["dirty"])
+    revision["package_sha256"] = tree_sha256(package.parent, (f"{package.name}/**/*.py",))
     return revision
 
 
 def run_environment(device) -> dict[str, Any]:
     """What a run's numbers depend on besides its config (run.json's ``environment``): the code
     (``code_revision``), the machine and libraries as the benchmarks record them (``bench.common.
-    machine_description``: device, CPU, torch's threads, torch, transformers, python), and NUMERIC_ENV where set."""
+    machine_description``: device, CPU, torch's threads, torch, transformers, python), and the variables its command repeats (``command_env``) where set."""
     from .bench.common import machine_description
 
     machine = machine_description(device)
     for key in ("competing_processes", "load_average"):  # a benchmark's own measurement conditions
         machine.pop(key, None)
-    return {**code_revision(), **machine, "env": numeric_env()}
+    return {**code_revision(), **machine, "env": command_env()}
 
 
 class RunRecord:

@@ -17,6 +17,12 @@ def shell_command(*words) -> str:
     return " ".join(_shell_word(str(word)) for word in words)
 
 
+def shell_assignment(name: str, value: str) -> str:
+    """``NAME=value`` before a command (``shell_command``'s quoting, of the value alone: a quoted whole word would be
+    the command's name to the shell, not a variable)."""
+    return f"{name}={_shell_word(str(value))}"
+
+
 def script_command(name: str, *words) -> str:
     """``python scripts/<name>.py words...`` to paste in the working directory (``shell_command``), the script named
     where it is (``locations.script``): a wheel's user runs a clone's scripts from a folder of their own."""

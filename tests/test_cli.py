@@ -16,7 +16,7 @@ import yaml
 
 from linformer.configs import compose, refuse_added_keys
 from linformer.errors import ConfigError
-from linformer.rundir import NUMERIC_ENV
+from linformer.rundir import INPUT_ENV, NUMERIC_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -492,7 +492,7 @@ def test_a_printed_command_keeps_each_word_one_word_in_the_shell(monkeypatch):
     words = ["python", "scripts/finetune.py", "task=sst2", "model_path=/tmp/my runs/it's here"]
     assert shlex.split(shell_command(*words)) == words
     assert shell_command("python", Path("/a b")) == "python '/a b'"
-    for name in NUMERIC_ENV:
+    for name in (*NUMERIC_ENV, *INPUT_ENV):  # the environment's own, which the command repeats
         monkeypatch.delenv(name, raising=False)
     from tests.conftest import as_command
     as_command(monkeypatch, ["scripts/pretrain.py", "run_name=a b"])
@@ -505,7 +505,7 @@ def test_the_command_to_resume_repeats_the_variables_that_change_the_numbers(mon
 
     from linformer.train.stopping import command_line
 
-    for name in NUMERIC_ENV:
+    for name in (*NUMERIC_ENV, *INPUT_ENV):  # the environment's own, which the command repeats
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     from tests.conftest import as_command
@@ -515,6 +515,28 @@ def test_the_command_to_resume_repeats_the_variables_that_change_the_numbers(mon
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     assert shlex.split(command_line())[:3] == ["OMP_NUM_THREADS=1", "torchrun", "--nproc_per_node=2"]
+
+
+def test_the_command_to_resume_repeats_the_variables_that_chose_its_configs_and_data(monkeypatch):
+    """Over a wheel the configs come from $LINFORMER_CONFIG_DIR: the recorded command without it stopped, pasted
+    into a fresh shell, on the configs error. Each variable is an assignment to the shell (its value quoted, not the
+    whole word, which the shell would take for the command)."""
+    import shlex
+    import subprocess
+
+    from linformer.train.stopping import command_line
+
+    for name in (*NUMERIC_ENV, *INPUT_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LINFORMER_CONFIG_DIR", "/my clone/configs")
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", "/data")
+    monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", "seed=1"])
+    command = command_line()
+    assert shlex.split(command)[:2] == ["LINFORMER_CONFIG_DIR=/my clone/configs", "LINFORMER_DATA_MIRROR=/data"]
+    assert shlex.split(command)[3:] == ["scripts/pretrain.py", "seed=1"]
+    shown = command.replace(shlex.split(command)[2], "printenv LINFORMER_CONFIG_DIR #", 1)
+    assert subprocess.run(["sh", "-c", shown], capture_output=True, text=True, env={"PATH": os.environ["PATH"]}
+                          ).stdout == "/my clone/configs\n"
 
 
 def test_a_run_not_started_by_a_script_is_resumed_by_calling_its_function(monkeypatch):

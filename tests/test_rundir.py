@@ -849,3 +849,33 @@ def test_a_folder_left_holding_only_a_dead_process_s_lock_is_named_by_the_report
     lock.acquire()
     assert json.loads((killed / LOCK).read_text())["pid"] == os.getpid()
     lock.release()
+
+
+def test_a_run_over_a_wheel_records_the_code_that_ran_it(tmp_path, monkeypatch):
+    """Over a wheel, run.json recorded the version alone (commit null), the same for wheels built from any commit.
+    It records the package's code by content (two copies that differ in one file differ), and the commit of the
+    clone whose script started the command."""
+    from linformer.files.hashing import tree_sha256
+
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    (clone / "scripts" / "pretrain.py").write_text("print()\n")
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    subprocess.run([*git, "add", "scripts"], check=True)
+    subprocess.run([*git, "commit", "-qm", "s"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    package = tmp_path / "site-packages" / "linformer"
+    (package / "files").mkdir(parents=True)
+    (package / "rundir.py").write_text("a = 1\n")
+    (package / "files" / "locations.py").write_text("b = 2\n")
+    monkeypatch.setattr(rundir, "__file__", str(package / "rundir.py"))
+    monkeypatch.setattr(rundir, "clone_root", lambda: None)  # a wheel
+    monkeypatch.setattr(rundir, "started_script", lambda: clone / "scripts" / "pretrain.py")
+    first = rundir.code_revision()
+    assert first["commit"] is None and (first["scripts_commit"], first["scripts_dirty"]) == (head, False)
+    assert first["package_sha256"] == tree_sha256(package.parent, ("linformer/**/*.py",))
+    (package / "files" / "locations.py").write_text("b = 3\n")  # another wheel, the same version
+    assert rundir.code_revision()["package_sha256"] != first["package_sha256"]
+    monkeypatch.setattr(rundir, "started_script", lambda: None)  # Python calling the package: no script's clone
+    assert "scripts_commit" not in rundir.code_revision()

@@ -142,6 +142,17 @@ def hashed_once() -> contextlib.AbstractContextManager[None]:
     return _DIGESTS.switched_on()
 
 
+def tree_sha256(root: Path, patterns: Iterable[str]) -> str:
+    """One sha256 over the relative path and bytes of each file under `root` that a glob of `patterns` matches: code
+    named by its content, wherever it lies (a wheel's copy, a checkout sent without .git), the same for the same
+    files."""
+    files = sorted({p for pattern in patterns for p in root.glob(pattern) if p.is_file()})
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(os.fsencode(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n"))
+    return digest.hexdigest()
+
+
 def file_checksums(root: Path, files: Iterable[Path]) -> dict[str, dict]:
     """The one checksum listing of a directory's files (a checkpoint's, a corpus's): {path relative to root:
     {"bytes": size, "sha256": hex}}, read back by checksum_problems."""

@@ -74,7 +74,6 @@ check_carry): a carry not unpacked, another target's, or one cut for other setti
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import re
@@ -93,7 +92,7 @@ from ..data.io import default_data_mirror
 from ..errors import ConfigError, DataError, LinformerError, OutputPathError
 from ..experiments import CHECKOUT, Places, frontend, job_script, pretrained, run_dir, scratch
 from ..files.atomic import atomic_write, record_output_files, write_json
-from ..files.hashing import sha256_file
+from ..files.hashing import tree_sha256
 from ..files.locations import repo_root
 from ..files.outputs import check_output_files, made_by
 from ..files.runs import CONFIG, METRICS, RUN, SUMMARY
@@ -436,11 +435,7 @@ def source_sha256(root: Path = REPO) -> str:
     """The code a target runs, by content: one sha256 over the relative path and bytes of each file of
     SOURCE_GLOBS under `root`. It names the code where no git checkout travels (the device tool sends the work tree
     without .git): a dry run here prints the checkout's, and the same value in a record means that code ran."""
-    files = sorted({p for pattern in SOURCE_GLOBS for p in root.glob(pattern) if p.is_file()})
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(os.fsencode(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n"))
-    return digest.hexdigest()
+    return tree_sha256(root, SOURCE_GLOBS)
 
 
 def provenance(argv: list[str], gpu: str) -> dict:

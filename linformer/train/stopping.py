@@ -14,8 +14,8 @@ import torch
 from accelerate import Accelerator
 
 from ..cli import process_count, run_from_a_script
-from ..rundir import numeric_env
-from ..shell import shell_command
+from ..rundir import command_env
+from ..shell import shell_assignment, shell_command
 from ..signals import handling, signal_words
 
 log = logging.getLogger(__name__)
@@ -64,16 +64,17 @@ def command_line() -> str | None:
     """The command to run again (a stop's message, run.json's ``command``); None where the run was not started by a
     script (``run_from_a_script``). Under torchrun, or a launcher built on it, the launcher with this run's number of
     processes, since a resume on another number is refused (Trainer._check_global_batch); after the variables that
-    change the numbers (rundir.NUMERIC_ENV: OMP_NUM_THREADS...) where they were set, so that the resumed steps
-    compute as the first did."""
+    change the numbers (rundir.NUMERIC_ENV: OMP_NUM_THREADS...) and those that choose the inputs (rundir.INPUT_ENV:
+    LINFORMER_CONFIG_DIR, LINFORMER_DATA_MIRROR) where they were set, so that the resumed steps compute as the first
+    did, from the same configs and data, pasted into any shell."""
     if not run_from_a_script():
         return None
-    env = [f"{name}={value}" for name, value in numeric_env().items()]
+    env = [shell_assignment(name, value) for name, value in command_env().items()]
     world, local = process_count(), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if world > 1:
         nodes = [f"--nnodes={world // local}"] if world != local else []
-        return shell_command(*env, "torchrun", *nodes, f"--nproc_per_node={local}", *sys.argv)
-    return shell_command(*env, Path(sys.executable).name, *sys.argv)
+        return " ".join([*env, shell_command("torchrun", *nodes, f"--nproc_per_node={local}", *sys.argv)])
+    return " ".join([*env, shell_command(Path(sys.executable).name, *sys.argv)])
 
 
 def how_to_resume(stage: str, run_dir: Path | str) -> str:
