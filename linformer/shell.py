@@ -32,10 +32,11 @@ def script_command(name: str, *words) -> str:
 def scripts_named_here(text: str) -> str:
     """`text` (a script's docstring, its --help) with each ``python scripts/<name>.py`` naming the script where it is
     (``locations.script``), so that its example command pastes in the working directory."""
-    return _SCRIPT_COMMAND.sub(lambda m: f"python {script(m[1])}", text)
+    return _SCRIPT_COMMAND.sub(lambda m: f"python{m[1]}{script(m[2])}", text)
 
 
-_SCRIPT_COMMAND = re.compile(r"python scripts/(\w+)\.py\b")
+# the space kept as it is: a --help's text wrapped by argparse may break the command after "python"
+_SCRIPT_COMMAND = re.compile(r"python(\s+)scripts/(\w+)\.py\b")
 
 
 def imports_words(imports) -> list[str]:

@@ -15,6 +15,7 @@ from linformer.configs import added_config_dir, command_sources
 from linformer.data.io import data_mirror_words
 from linformer.data.tasks import MIRROR_TASKS
 from linformer.files.atomic import output_files
+from linformer.files.locations import relative_to
 from linformer.files.outputs import made_by
 from linformer.script_help import description
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     # two at least: the spread is a standard deviation across inputs
     p.add_argument("--examples", type=at_least(2), default=64, help="eval examples per task (default 64, at least 2)")
     p.add_argument("--out", type=path, default=None,
-                   help="also write the markdown table here (relative to the repository)")
+                   help=f"also write the markdown table here ({relative_to()})")
     p.add_argument("--overwrite", action="store_true",
                    help="replace whatever is at --out (else only an earlier cls_probe table)")
     args = p.parse_args(argv)

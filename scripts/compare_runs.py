@@ -19,6 +19,7 @@ import sys
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
+from linformer.files.locations import relative_to
 from linformer.progress import terminal_size
 from linformer.script_help import description
 from linformer.shell import shell_command
@@ -26,8 +27,8 @@ from linformer.shell import shell_command
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=description(__doc__, __file__))
-    p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain; relative to "
-                                         "the repository)")
+    p.add_argument("runs", nargs="+", help="run directories, or folders of them (outputs/pretrain; "
+                                         f"{relative_to()})")
     p.add_argument("--metrics", nargs="*", default=None,
                    help="metrics.jsonl keys for the table (default: those of val_ppl val_loss loss eval_accuracy "
                         "eval_f1 tokens_per_s mfu that the runs logged)")

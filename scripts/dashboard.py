@@ -15,13 +15,14 @@ from linformer.argtypes import path, positive_seconds, tcp_port
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
 from linformer.errors import ConfigError
+from linformer.files.locations import relative_to
 from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("--outputs", type=path, default=None,
-                   help="folder of run directories (default: paths.output_dir; relative to the repository)")
+                   help=f"folder of run directories (default: paths.output_dir; {relative_to()})")
     p.add_argument("--logdir", type=path, default=None,
                    help="where the event files go (default: <outputs>/.dashboard)")
     p.add_argument("--host", default="127.0.0.1")

@@ -9,14 +9,15 @@ __linformer_command__ = True  # one of linformer's commands, set before its impo
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.files.locations import relative_to
 from linformer.script_help import description
 
 
 def main(argv: list[str] | None = None) -> None:
     p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("run", type=path,
-                   help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>; relative "
-                        "to the repository)")
+                   help="a finetuning or pretraining run directory (outputs/{finetune,pretrain}/<run_name>; "
+                        f"{relative_to()})")
     p.add_argument("--step", type=int, default=None, help="the checkpoint's update step (default: the newest intact)")
     p.add_argument("--out", type=path, default=None, help="output directory (default: <run>/model for a finetuning run's final "
                                               "step, <run>/model-step-NNNNNNNN otherwise)")

@@ -11,6 +11,7 @@ import sys
 
 from linformer.argtypes import at_least, given_path, path
 from linformer.cli import ArgumentParser
+from linformer.files.locations import relative_to
 from linformer.report import measured
 from linformer.script_help import description
 
@@ -20,10 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="*", help="LABEL=DIR (or DIR; split at the last =): converted or transferred "
                                               "Linformer directories")
     ap.add_argument("--render", metavar="JSON", type=path,
-                    help="write the report again from the JSON of an earlier run (relative to the repository), "
+                    help=f"write the report again from the JSON of an earlier run ({relative_to()}), "
                          "with today's tables and figure; nothing is measured, the other options are not read")
-    ap.add_argument("--corpus", type=given_path, help="a corpus prepared with the models' tokenizer and n (relative to "
-                                                    "the repository, as the models)")
+    ap.add_argument("--corpus", type=given_path, help="a corpus prepared with the models' tokenizer and n "
+                                                    f"({relative_to()}, as the models)")
     reference = ap.add_mutually_exclusive_group()
     reference.add_argument("--source", help="the encoder the models were converted from, run with full attention: "
                                             "the reference (a directory, a hub name, or minilm)")

@@ -13,6 +13,7 @@ import sys
 
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
+from linformer.files.locations import relative_to
 from linformer.script_help import description
 from linformer.shell import shell_command
 
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("runs", nargs="+", help="pretraining run directories (one full attention, the Linformers)")
     p.add_argument("--out", type=path, required=True,
-                   help="output path without suffix (<out>.json, <out>.png; relative to the repository)")
+                   help=f"output path without suffix (<out>.json, <out>.png; {relative_to()})")
     p.add_argument("--overwrite", action="store_true", help="replace files that an earlier figure3 did not write")
     p.add_argument("--panel", choices=["a", "d"], default="a",
                    help="a: several k at one n (default); d: one k over several n")

@@ -13,6 +13,7 @@ import sys
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
+from linformer.files.locations import relative_to
 from linformer.modeling.values import SHARING
 from linformer.report import measured
 from linformer.script_help import description
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=description(__doc__, __file__))
     ap.add_argument("--source", default="minilm", help="the encoder to convert (default minilm)")
     ap.add_argument("--render", metavar="JSON", type=path,
-                    help="write the report again from the JSON of an earlier run (relative to the repository), "
+                    help=f"write the report again from the JSON of an earlier run ({relative_to()}), "
                          "with today's labels and figure; the other options are not read")
     ap.add_argument("--ks", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--sharing", default="layerwise", choices=list(SHARING))

@@ -13,6 +13,7 @@ import sys
 
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser
+from linformer.files.locations import relative_to
 from linformer.modeling.values import SHARING
 from linformer.report import measured
 from linformer.script_help import description
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--classifier", help="a finetuned sequence classifier with full attention (a finetuning run's "
                                            "best/)")
     what.add_argument("--render", metavar="JSON", type=path,
-                      help="write the report again from the JSON of an earlier run (relative to the repository)")
+                      help=f"write the report again from the JSON of an earlier run ({relative_to()})")
     ap.add_argument("--task", default="imdb", choices=("imdb", "sst2"))
     ap.add_argument("--ns", type=at_least(1), nargs="+", default=[1024, 2048],
                     help="lengths to lengthen the classifier to (IMDB's test reviews reach 2,048 tokens in 4 cases and "

@@ -7,6 +7,7 @@ import sys
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.files.atomic import output_files
+from linformer.files.locations import relative_to
 from linformer.files.outputs import made_by
 from linformer.script_help import module_doc
 from linformer.shell import shell_command
@@ -15,7 +16,7 @@ from linformer.shell import shell_command
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description=module_doc(__doc__, __file__))
     ap.add_argument("--out", type=path,
-                    help="also write the results as markdown to this file (relative to the repository)")
+                    help=f"also write the results as markdown to this file ({relative_to()})")
     ap.add_argument("--overwrite", action="store_true", help="replace --out when model_checks did not write it")
     args = ap.parse_args(argv)
     # the work's modules (torch, transformers): imported once the command line is read

@@ -14,6 +14,7 @@ from pathlib import Path
 from linformer.argtypes import at_least, path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.files.atomic import output_files
+from linformer.files.locations import relative_to
 from linformer.files.outputs import made_by
 from linformer.script_help import description
 
@@ -28,10 +29,10 @@ def _columns(text: str) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("model_dir", help="a finetuned sequence classifier: a finetuning run's best/ or model/, an "
-                                     "exported or distilled one (relative to the repository)")
+                                     f"exported or distilled one ({relative_to()})")
     p.add_argument("--input", type=path, required=True,
                    help="the rows to classify: .tsv/.csv with a header, .jsonl, or plain text, one text a line "
-                        "(relative to the repository)")
+                        f"({relative_to()})")
     p.add_argument("--output", type=path, default=None,
                    help="write the JSON lines here, whole once all are made (default: standard output)")
     p.add_argument("--text-columns", type=_columns, default=None, metavar="A[,B]",

@@ -9,20 +9,21 @@ import sys
 from linformer.argtypes import path
 from linformer.cli import ArgumentParser, cli_errors
 from linformer.data.io import path_root
+from linformer.files.locations import relative_to
 from linformer.report.layouts import LAYOUT_OPTIONS, LAYOUT_PLANS, LAYOUTS, misplaced_option
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description="Table 2 of the Linformer paper from finetuning run directories")
-    ap.add_argument("runs", nargs="*", help="finetuning run dirs, results.json files, or globs (quote them; relative "
-                                            "to the repository)")
+    ap.add_argument("runs", nargs="*", help="finetuning run dirs, results.json files, or globs (quote them; "
+                                            f"{relative_to()})")
     ap.add_argument("--render", metavar="JSON", type=path, default=None,
                     help="instead of runs: an earlier report's <out>.json; draws <out>_forest.png (each row's "
                          "difference from the teacher or full attention) and, for the pretrained layout, writes its "
                          "table and by-length figure again, nothing read from the runs")
     ap.add_argument("--out", type=path, default=None,
                     help="writes <out>.md and <out>.json (default: paths.reports_dir/table2, or with --render the "
-                         "JSON's path less .json; relative to the repository)")
+                         f"JSON's path less .json; {relative_to()})")
     ap.add_argument("--hardware", default=None, help="the machine this report is made on, as it names it (default: detected; where the runs were made comes from their records)")
     ap.add_argument("--command", default=None, help="command string recorded in the report (default: this one)")
     ap.add_argument("--layout", choices=LAYOUTS, default="paper",

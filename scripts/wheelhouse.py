@@ -424,7 +424,10 @@ def a_path(text):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])  # None under python -OO
+    here = Path(__file__).resolve()  # its example names it where it is, so that it pastes from the working directory
+    named = "scripts/wheelhouse.py" if (Path.cwd() / "scripts" / here.name).resolve() == here else str(here)
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0]  # None under python -OO
+                                .replace("python scripts/wheelhouse.py", f"python {named}"))
     p.add_argument("--dest", type=a_path, default="wheelhouse", help="output folder (default: wheelhouse)")
     p.add_argument("--python-version", default="3.12", help="target CPython X.Y (default: 3.12)")
     p.add_argument("--platform", action="append", default=None,

@@ -109,3 +109,38 @@ def test_no_code_reads_a_docstring_that_python_oo_drops():
             found += [f"{path.relative_to(REPO)}:{n.lineno}" for n in ast.walk(tree)
                       if isinstance(n, ast.Name) and n.id == "__doc__" and id(n) not in allowed]
     assert found == []
+
+
+@pytest.mark.parametrize("script", _argparse_scripts())
+def test_a_script_s_help_over_a_wheel_says_where_its_paths_start_and_names_itself_where_it_is(script, tmp_path,
+                                                                                                 monkeypatch, capsys):
+    """Over a wheel relative paths start from the working directory (``locations.resolve_path``), but the help
+    texts said "relative to the repository"; and model_checks' description, wrapped by argparse after "python",
+    printed `python scripts/model_checks.py`, which does not paste from another folder. The words come from the
+    resolver, and every example command names the script where it is."""
+    import runpy
+    import sys
+
+    from linformer.files import locations
+
+    monkeypatch.setattr(locations, "__file__", str(tmp_path / "site-packages" / "linformer" / "files" / "l.py"))
+    monkeypatch.chdir(tmp_path)
+    path = REPO / "scripts" / f"{script}.py"
+    monkeypatch.syspath_prepend(str(path.parent))
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as end:
+        runpy.run_path(str(path), run_name="__main__")
+    out = " ".join(capsys.readouterr().out.split())
+    assert end.value.code == 0 and "relative to the repository" not in out
+    assert "python scripts/" not in out
+
+
+def test_the_data_mirror_s_words_over_a_wheel_say_where_a_relative_mirror_starts(tmp_path, monkeypatch):
+    """`train_tokenizer.py data=mirror` without a mirror said "../shared/data (relative to the repository)" over a
+    wheel, which had resolved it from the working directory."""
+    from linformer.data.io import data_mirror_words
+    from linformer.files import locations
+
+    monkeypatch.setenv("LINFORMER_CONFIG_DIR", str(REPO / "configs"))
+    monkeypatch.setattr(locations, "__file__", str(tmp_path / "site-packages" / "linformer" / "files" / "l.py"))
+    assert data_mirror_words().endswith("../shared/data (relative to the working directory)")

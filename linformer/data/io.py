@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from ..configs import compose, config_file, no_config
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, MissingFileError, first_line
 from ..files.hashing import HashingReader, file_state, sha256_file
-from ..files.locations import repo_relative, resolve_path
+from ..files.locations import relative_to, repo_relative, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, listing
 from ..logfile import say
@@ -147,7 +147,7 @@ def data_mirror_words() -> str:
     except ConfigError:
         return "paths.data_mirror of the configs"
     env = re.fullmatch(r"\$\{oc\.env:(\w+),([^}]*)\}", given)
-    return f"paths.data_mirror, i.e. {f'${env[1]}, else {env[2]}' if env else given} (relative to the repository)"
+    return f"paths.data_mirror, i.e. {f'${env[1]}, else {env[2]}' if env else given} ({relative_to()})"
 
 
 def mirror_note(path: str | os.PathLike) -> str:

@@ -81,7 +81,14 @@ def seen_by_git(path: str | os.PathLike) -> bool:
     return checked.returncode == 1  # 0: ignored; 128: git could not tell
 
 
+def relative_to() -> str:
+    """How ``resolve_path`` reads a relative path, in words, for the help texts and messages that say so: "relative
+    to the repository" (a clone), else "relative to the working directory" (a wheel)."""
+    return "relative to the repository" if clone_root() is not None else "relative to the working directory"
+
+
 def resolve_path(path: str | os.PathLike) -> str:
-    """Absolute path; a relative one is taken relative to the repository root, so scripts work from any cwd."""
+    """Absolute path; a relative one is taken relative to the repository root (a wheel: the working directory), so
+    scripts work from any cwd."""
     p = Path(os.path.expanduser(str(path)))
     return str(p if p.is_absolute() else (repo_root() / p).resolve())

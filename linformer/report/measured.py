@@ -18,7 +18,7 @@ from ..cli import cli_errors
 from ..data.io import path_root
 from ..errors import ConfigError
 from ..files.atomic import output_files
-from ..files.locations import repo_relative
+from ..files.locations import relative_to, repo_relative
 from ..files.outputs import file_record, made_by
 from ..modeling.values import CONVERTED_EXACT_KEYS
 from ..shell import shell_command
@@ -31,8 +31,8 @@ def add_output_options(ap: argparse.ArgumentParser, name: str) -> None:
     configs a default needs are not needed for --help or an explicit --out; a path read as every command reads one,
     ``argtypes.path``: from the repository, "~" expanded, not empty) and --overwrite."""
     ap.add_argument("--out", type=path, default=None,
-                    help=f"writes <out>.md, .json and .png (default: paths.reports_dir/{name}; relative to the "
-                         "repository)")
+                    help=f"writes <out>.md, .json and .png (default: paths.reports_dir/{name}; "
+                         f"{relative_to()})")
     ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
 
 
@@ -124,7 +124,7 @@ def render_main(argv: list[str], script: str, command: str, suffixes: tuple[str,
     ap = ArgumentParser(prog=f"python {script}", description=f"{script} --render: the report written again from "
                         "the files of an earlier run, nothing measured")
     ap.add_argument("--render", metavar="FILE", type=path, required=True,
-                    help="what an earlier run wrote (relative to the repository): " + " or ".join(suffixes))
+                    help=f"what an earlier run wrote ({relative_to()}): " + " or ".join(suffixes))
     ap.add_argument("--out", type=path, help="the report's path without its endings (default: FILE's, in place)")
     ap.add_argument("--overwrite", action="store_true", help="replace whatever is at the output paths")
     args = ap.parse_args(argv)

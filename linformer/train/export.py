@@ -17,7 +17,7 @@ from pathlib import Path
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, RunDirError
-from ..files.locations import resolve_path
+from ..files.locations import relative_to, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by
 from ..files.runs import (
@@ -126,7 +126,7 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} {'is a file' if run_dir.exists() else 'does not exist'}: give a finetuning or "
                           "pretraining run's directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name> "
-                          "(relative to the repository).")
+                          f"({relative_to()}).")
     if not (run_dir / CONFIG).is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no {CONFIG}): give a finetuning or pretraining run's "
                           "directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name>.")
