@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .errors import ConfigError, did_you_mean, first_line
+from .files.locations import scripts_dir
 from .files.mappings import flatten
 from .files.names import NAME_MAX_BYTES
 from .runname import FORCED, register_resolvers
-from .shell import hydra_value, script_command, shell_command
+from .shell import hydra_value, script_command, shell_command, shell_word
 
 REPOSITORY_CONFIGS = Path(__file__).resolve().parent.parent / "configs"  # a clone's, beside the package it holds
 CONFIG_DIR_VARIABLE = "LINFORMER_CONFIG_DIR"
@@ -65,9 +66,12 @@ def config_dir() -> Path:
                               f"linformer clone (git clone the repository), or {_unset_advice()}.")
         return folder
     if not REPOSITORY_CONFIGS.is_dir():
+        beside = scripts_dir().parent / "configs"  # a clone's script run over a wheel: that clone's configs
+        named = (f"set {CONFIG_DIR_VARIABLE}={shell_word(str(beside))} (the configs of the clone whose script runs)"
+                 if _holds_linformer_configs(beside) else f"set {CONFIG_DIR_VARIABLE} to a clone's configs/ folder")
         raise ConfigError(f"no configs folder at {REPOSITORY_CONFIGS}: this linformer is installed without its "
                           "repository, whose configs/ every command composes. Install it editable from a clone "
-                          f"(pip install -e <clone>), or set {CONFIG_DIR_VARIABLE} to a clone's configs/ folder.")
+                          f"(pip install -e <clone>), or {named}.")
     return REPOSITORY_CONFIGS
 
 

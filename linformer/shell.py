@@ -17,6 +17,11 @@ def shell_command(*words) -> str:
     return " ".join(_shell_word(str(word)) for word in words)
 
 
+def shell_word(word: str) -> str:
+    """One word quoted for a POSIX shell as ``shell_command`` quotes each."""
+    return _shell_word(str(word))
+
+
 def shell_assignment(name: str, value: str) -> str:
     """``NAME=value`` before a command (``shell_command``'s quoting, of the value alone: a quoted whole word would be
     the command's name to the shell, not a variable)."""

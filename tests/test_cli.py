@@ -722,6 +722,7 @@ def test_a_package_installed_without_its_clone_says_where_the_configs_are_and_ho
 
     monkeypatch.delenv(configs.CONFIG_DIR_VARIABLE, raising=False)
     monkeypatch.setattr(configs, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
+    monkeypatch.setattr(configs, "scripts_dir", lambda: tmp_path / "scripts")  # no clone's configs beside them
     with pytest.raises(ConfigError, match=r"^no configs folder at \S*site-packages/configs: .*pip install -e <clone>\)"
                                           r", or set LINFORMER_CONFIG_DIR to a clone's configs/ folder"):
         compose("finetune", ["task=sst2", "model_path=m"])
@@ -1779,3 +1780,20 @@ def test_a_value_hydra_reads_only_quoted_is_refused_saying_how_to_quote_it(value
     assert str(err.value).startswith(f"paths.output_dir={value}: Hydra's override grammar reads this value only in "
                                      f'quotes') and f'write it as "{quoted}"' in str(err.value)
     assert compose("pretrain", ["run_name=x", quoted]).paths.output_dir == value  # the advice works
+
+
+def test_a_clone_s_script_over_a_wheel_names_that_clone_s_configs_in_the_error(tmp_path, monkeypatch):
+    """A clone's script run over a wheel stopped saying "set LINFORMER_CONFIG_DIR to a clone's configs/ folder",
+    though the script knows its clone: the line names the variable with that clone's configs, to paste."""
+    from linformer import configs
+
+    clone = tmp_path / "my clone"
+    (clone / "scripts").mkdir(parents=True)
+    (clone / "configs" / "paths").mkdir(parents=True)
+    (clone / "configs" / "paths" / "default.yaml").write_text("data_mirror: x\n")
+    monkeypatch.delenv(configs.CONFIG_DIR_VARIABLE, raising=False)
+    monkeypatch.setattr(configs, "REPOSITORY_CONFIGS", tmp_path / "site-packages" / "configs")
+    monkeypatch.setattr(configs, "scripts_dir", lambda: clone / "scripts")
+    with pytest.raises(ConfigError, match=re.escape(f"or set LINFORMER_CONFIG_DIR='{clone}/configs' (the configs of "
+                                                    "the clone whose script runs).")):
+        configs.config_dir()
