@@ -216,6 +216,7 @@ def test_the_launcher_s_sigterm_after_another_process_failed_stops_this_one_with
     monkeypatch.setattr(cli, "_launch_store", lambda: _Store(cause=said, rank0=said))
     for name, fresh in (("_causes", []), ("_told", []), ("_said", [])):
         monkeypatch.setattr(cli, name, fresh, raising=False)
+    monkeypatch.setattr(cli, "_quieted", [1])  # as quieted already: rank 1's log prefix would outlive this test
     with pytest.raises(SystemExit) as ended, cli.cli_errors(resumes=True, work=False):
         raise Interrupted(signal.SIGTERM) if stop == "interrupted" else Preempted("stopped by {signal}", signal.SIGTERM)
     assert ended.value.code == 143
@@ -525,12 +526,13 @@ def test_the_command_to_resume_repeats_the_variables_that_chose_its_configs_and_
     import subprocess
 
     from linformer.train.stopping import command_line
+    from tests.conftest import as_command
 
     for name in (*NUMERIC_ENV, *INPUT_ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LINFORMER_CONFIG_DIR", "/my clone/configs")
     monkeypatch.setenv("LINFORMER_DATA_MIRROR", "/data")
-    monkeypatch.setattr(sys, "argv", ["scripts/pretrain.py", "seed=1"])
+    as_command(monkeypatch, ["scripts/pretrain.py", "seed=1"])
     command = command_line()
     assert shlex.split(command)[:2] == ["LINFORMER_CONFIG_DIR=/my clone/configs", "LINFORMER_DATA_MIRROR=/data"]
     assert shlex.split(command)[3:] == ["scripts/pretrain.py", "seed=1"]
