@@ -35,7 +35,7 @@ from ..modeling.loading import resolve_model_path
 from ..runconfig import TaskData
 from ..rundir import read_recorded_config
 from ..train.finetune import task_splits
-from .paired import MIN_INTERVAL_EXAMPLES, fmt1, interval_text, seed_example_interval
+from .paired import MIN_INTERVAL_EXAMPLES, ONE_SEED_PAIR, TWO_SEED_PAIRS, fmt1, interval_text, seed_example_interval
 
 QUARTILES = 4
 
@@ -163,11 +163,18 @@ def _difference(d: np.ndarray) -> dict:
 def to_markdown(task_name: str, result: dict) -> list[str]:
     head = [task_name, *(f"{b} tokens ({n})" for b, n in zip(result["buckets"], result["examples"]))]
     rows = [["teacher accuracy", *(fmt1(a) for a in result["teacher_acc"])]]
-    rows += [[name + (" (one seed pair: no seed variance)" if diffs and diffs[0]["seeds"] == 1 else ""),
+    rows += [[name + _seeds_mark(diffs),
               *(f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], n, True)}"
                 for d, n in zip(diffs, result["examples"]))]
              for name, diffs in result["rows"].items()]
     return table_lines(head, rows)
+
+
+def _seeds_mark(diffs: list[dict]) -> str:
+    """A by-length row's mark where its seed pairs give less than a 95% interval over seeds and examples claims
+    (``paired.comparison_notes``' words; these cells print no p)."""
+    seeds = diffs[0]["seeds"] if diffs else 0
+    return {1: f" ({ONE_SEED_PAIR})", 2: f" ({TWO_SEED_PAIRS})"}.get(seeds, "")
 
 
 ONE_SEED = " (one seed pair)"  # a legend entry's mark of a row whose interval is over examples only
@@ -205,7 +212,7 @@ def plot(results: dict[str, dict], task_names: dict[str, str], path: str, title:
             if judged.any():
                 bars = ax.errorbar((x + shift)[judged], mid[judged], yerr=err[:, judged], fmt="none", capsize=2,
                                    color=colour[name])
-                if diffs and diffs[0]["seeds"] == 1:  # as to_markdown's "(one seed pair: no seed variance)"
+                if diffs and diffs[0]["seeds"] == 1:  # as to_markdown's "(one seed pair: ...)"
                     one_seed.add(name)
                     for lines in bars.lines[2]:
                         lines.set_linestyle(ONE_SEED_BAR)

@@ -62,6 +62,16 @@ def _end(x: float, sign: bool) -> str:
     return f"{x:+.1g}" if sign else f"{x:.1g}"
 
 
+# A cell's mark where its seeds give less than a 95% interval over seeds and examples claims (``seeds_note``,
+# ``comparison_notes``): one seed measures no seed variance, so its interval covers the examples alone; two measure
+# it with one degree of freedom, and where seeds spread the interval is narrower than 95% (by simulation:
+# docs/results/paired_calibration.md).
+ONE_SEED = "one seed: examples only, no seed variance"
+ONE_SEED_PAIR = "one seed pair: examples only, no seed variance"
+NO_P = ", no p"  # after ONE_SEED_PAIR where a cell would print one (``comparison_text``)
+TWO_SEEDS = "two seeds: interval narrow where seeds spread"
+TWO_SEED_PAIRS = "two seed pairs: interval narrow where seeds spread"  # and its p, which inverts it, too small
+
 P_FLOOR = 1e-4  # smaller p-values print as "p<0.0001": the t distribution's far tail is no more than a model there
 
 
@@ -79,24 +89,34 @@ def pairing_prose(column: str, reference: str) -> str:
             "difference\" that the interval inverts (p < 0.05 exactly where the interval leaves out 0). Where the "
             "seeds' results spread, that test has about as many degrees of freedom as seed pairs less one, so with "
             "3 pairs a difference needs to be large against that spread to reach p < 0.05. A cell paired on fewer "
-            f"seeds than its row or {reference} has names the seeds it paired; \"one seed pair: no seed variance\" marks a cell whose interval "
-            "and p cover the examples only, not how much another seed would move the result: too narrow by that much.")
+            f"seeds than its row or {reference} has names the seeds it paired. \"{ONE_SEED_PAIR}{NO_P}\" marks a "
+            f"comparison of one seed pair, and \"{ONE_SEED}\" an accuracy of one seed: the interval covers the "
+            "examples only, not how much another seed would move the result, so it is too narrow by that much, and "
+            "such a comparison prints no p (over the examples alone it falls below 0.05 far more often than 5% of the "
+            "time where there is no difference: docs/results/paired_calibration.md). "
+            f"\"{TWO_SEEDS}\" and \"{TWO_SEED_PAIRS}\" mark cells of two: one degree of freedom for the seeds' "
+            "spread, and where seeds spread their interval covers less than 95% and their p falls below 0.05 more "
+            "often than 5% of the time under no difference (with 3, slightly).")
 
 
 def comparison_text(d: dict, examples: int, reference: str, reference_seeds: int, own_seeds: int = 0) -> str:
     """A seed-matched comparison (``seed_matched``, ``tasks_average``) as a table cell prints it, e.g.
     '-0.9 [-1.7, -0.03], p=0.035', followed by what it rests on where that is less than a reader assumes: the
-    seeds it paired where the `reference` has more (`reference_seeds`) or the row has more (`own_seeds`), and, for
-    one seed pair, that its interval and p leave out the seed-to-seed variance."""
+    seeds it paired where the `reference` has more (`reference_seeds`) or the row has more (`own_seeds`), for two
+    seed pairs that its interval runs narrow where seeds spread, and for one seed pair that its interval leaves out
+    the seed-to-seed variance: such a cell prints no p (``one_seed_p``)."""
     notes = comparison_notes(d, reference, reference_seeds, own_seeds)
-    text = f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True)}, {p_text(d['p'])}"
+    text = f"{fmt1(d['diff'], True)} {interval_text(d['lo'], d['hi'], examples, True)}"
+    if len(d["seeds"]) > 1:  # one pair's p is over the examples alone: miscalibrated as soon as seeds matter
+        text += f", {p_text(d['p'])}"
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def comparison_notes(d: dict, reference: str, reference_seeds: int, own_seeds: int = 0) -> list[str]:
     """What a seed-matched comparison rests on where that is less than a reader assumes (``comparison_text``'s
     notes, in a table or beside a figure's point): the seeds it paired, where either side has more, and for one
-    seed pair that its interval leaves out the seed-to-seed variance."""
+    seed pair that its interval leaves out the seed-to-seed variance (and so it prints no p), for two that its
+    interval runs narrow where the seeds spread."""
     notes = []
     paired = f"seed{'s' if len(d['seeds']) > 1 else ''} {', '.join(map(str, d['seeds']))} only"
     if len(d["seeds"]) < reference_seeds:
@@ -104,8 +124,33 @@ def comparison_notes(d: dict, reference: str, reference_seeds: int, own_seeds: i
     elif len(d["seeds"]) < own_seeds:
         notes.append(f"{paired}, as {reference} has")
     if len(d["seeds"]) == 1:
-        notes.append("one seed pair: no seed variance")
+        notes.append(ONE_SEED_PAIR + NO_P)
+    elif len(d["seeds"]) == 2:
+        notes.append(TWO_SEED_PAIRS)
     return notes
+
+
+def seeds_note(seeds: int) -> str | None:
+    """What an accuracy cell of `seeds` seeds rests on where that is less than its 95% interval claims: one seed
+    measures no seed variance, two measure it roughly (``combined``); None for three or more."""
+    return {1: ONE_SEED, 2: TWO_SEEDS}.get(seeds)
+
+
+def one_seed_p(d: dict) -> dict:
+    """A seed-matched comparison (``seed_matched``, ``tasks_average``) as a report's JSON keeps it: with one seed
+    pair its p is None, as the table prints none (that p tests the examples alone, and falls below 0.05 far more
+    often than 5% of the time under no difference once seeds move a run's accuracy), and ``seed_variance`` says
+    whether the interval holds the seeds' part."""
+    one = len(d["seeds"]) == 1
+    return {**d, "p": None if one else d["p"], "seed_variance": not one}
+
+
+def target_verdict(point: float, lo: float, bound: float) -> str:
+    """A target "at least `bound`" judged on a 95% interval whose lower end is `lo`: "met" where that end is at or
+    above it (shown at the 95% level), "not shown" where only the point estimate is, "missed" where the point
+    estimate is below it. Reviewers read "met" as shown; a point estimate inside a tolerance its interval crosses
+    is not."""
+    return "met" if lo >= bound else "not shown" if point >= bound else "missed"
 
 
 def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0.95) -> tuple[float, float]:

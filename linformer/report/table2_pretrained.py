@@ -37,7 +37,18 @@ from ..modeling.convert import CONVERTED_EXACT_KEYS, CONVERTED_LENGTH_POLICY, NO
 from ..modeling.values import projects_keys
 from ..rundir import RunRecord, chosen_on_reported, is_full_attention
 from . import by_length, forest
-from .paired import comparison_text, fmt1, interval_text, pairing_prose, seed_example_interval, seed_matched
+from .paired import (
+    comparison_notes,
+    comparison_text,
+    fmt1,
+    interval_text,
+    one_seed_p,
+    pairing_prose,
+    seed_example_interval,
+    seed_matched,
+    seeds_note,
+    target_verdict,
+)
 from .rows import (
     FAIRSEQ_SLICE,
     check_one_architecture,
@@ -298,6 +309,7 @@ def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
     per_seed = {s: 100 * float(c.mean()) for s, c in sorted(by_seed.items())}
     walls = [r["wall_time_s"] for r in runs if r.get("wall_time_s")]
     cell = {"acc": interval["mean"], "lo": interval["lo"], "hi": interval["hi"], "seeds": per_seed,
+            "seed_variance": interval["seed_variance"],
             "examples": int(by_seed[next(iter(by_seed))].size), "train_examples": runs[0].get("num_train_examples"),
             "wall_s": round(sum(walls) / len(walls), 1) if walls else None}  # one finetuning run, mean over seeds
     if teacher_runs:
@@ -310,10 +322,34 @@ def _cell(runs: list[dict], teacher_runs: list[dict] | None) -> dict:
             raise DataError(f"{runs[0]['_dir']} and its row's other runs: seed(s) {unmatched} have no teacher run of "
                             f"the same seed (the teacher has {sorted(t_by_seed)}): each seed is paired with its own; "
                             "run the teacher's seed, or leave those runs out.")
-        d = seed_matched(by_seed, t_by_seed)
+        d = one_seed_p(seed_matched(by_seed, t_by_seed))
         cell["vs_teacher"] = {"diff": d["diff"], "lo": d["lo"], "hi": d["hi"], "p": d["p"], "seeds": d["seeds"],
-                              "teacher_seeds": len(t_by_seed)}
+                              "seed_variance": d["seed_variance"], "teacher_seeds": len(t_by_seed)}
     return cell
+
+
+def labelled_rows(rows: list[dict]) -> list[dict]:
+    """`rows` of a report's JSON as ``_cell`` writes them today, for ``render``: each cell and comparison says
+    whether its interval holds the seeds' variance (``seed_variance``), and a comparison of one seed pair keeps no
+    p (``paired.one_seed_p``); numbers untouched. Reports written before these fields had them implicit in their
+    seed counts."""
+    def after_seeds(d: dict, value: bool) -> dict:  # "seed_variance" where _cell puts it, after "seeds"
+        items = [(k, v) for k, v in d.items() if k != "seed_variance"]
+        at = next(i for i, (k, _) in enumerate(items) if k == "seeds") + 1
+        return dict([*items[:at], ("seed_variance", value), *items[at:]])
+
+    out = []
+    for r in rows:
+        tasks = {}
+        for task, cell in r["tasks"].items():
+            if cell is not None:
+                cell = after_seeds(cell, len(cell["seeds"]) > 1)
+                if cell.get("vs_teacher"):
+                    v = one_seed_p(cell["vs_teacher"])
+                    cell["vs_teacher"] = after_seeds(v, v["seed_variance"])
+            tasks[task] = cell
+        out.append({**r, "tasks": tasks})
+    return out
 
 
 def measure_costs(rows: list[dict], n: int, batch: int = 8, reps: int = 5) -> dict:
@@ -381,8 +417,33 @@ def _arch(row: dict) -> str:
     return row_label((row["attention"], row["k"], row["sharing"], row.get("policy"), False)).replace(" (teacher)", "")
 
 
+def _verdict(point: float, lo: float, hi: float, bound: float, examples: int, sign: bool = False,
+             seeds: int | None = None, note: str | None = None) -> str:
+    """A target "at least `bound`" in words, with its figures (``paired.target_verdict``: judged on the 95%
+    interval's lower end `lo`); with fewer than SEEDS `seeds`, not decided. `note`: the cell's seeds note."""
+    figures = f"{fmt1(point, sign)} {interval_text(lo, hi, examples, sign)}" + (f", {note}" if note else "")
+    if seeds is not None and seeds < SEEDS:
+        return f"not decided: {seeds} seed(s) of {SEEDS} ({figures})"
+    verdict = target_verdict(point, lo, bound)
+    if verdict == "not shown":
+        reach = fmt1(lo, sign)
+        if float(reach) >= bound:  # rounded onto the bound: say by how much it falls short
+            reach = f"{lo:+.2f}" if sign else f"{lo:.2f}"
+        return (f"not shown: point estimate {fmt1(point, sign)} meets it, its 95% interval reaches {reach} "
+                f"({figures})")
+    return f"{verdict}{' at the 95% level' if verdict == 'met' else ''} ({figures})"
+
+
+TARGETS_PROSE = ("\"met\": shown at the 95% level, the interval's lower end at or above the target; \"not shown\": the "
+                 "point estimate meets it but the interval crosses it; \"missed\": the point estimate does not; "
+                 f"\"not decided\": fewer than {SEEDS} seeds.")
+
+
 def targets(rows: list[dict]) -> list[str]:
-    """Each target of the experiment (TEACHER_TARGET, WITHIN, CLOSES), met or missed, with the figures."""
+    """Each target of the experiment (TEACHER_TARGET, WITHIN, CLOSES) with its figures: "met" only where the 95%
+    interval shows it (its lower end at or above the target), "not shown" where the point estimate meets it but
+    the interval crosses it, "missed" where the point estimate does not; "not decided" with fewer than SEEDS
+    seeds."""
     teacher = next((r for r in rows if not projects_keys(r["attention"])), None)
     out = []
     if teacher is None:
@@ -391,22 +452,21 @@ def targets(rows: list[dict]) -> list[str]:
     for task, target in TEACHER_TARGET.items():
         if task not in t:
             continue
-        ok = t[task]["acc"] >= target
-        out.append(f"Teacher {TITLES[task]} >= {target:g}: {'met' if ok else 'missed'} ({fmt1(t[task]['acc'])}).")
-        if len(t[task]["seeds"]) < SEEDS:
-            out.append(f"(The teacher's {TITLES[task]} has {len(t[task]['seeds'])} seed(s); the targets need {SEEDS}.)")
+        c = t[task]
+        out.append(f"Teacher {TITLES[task]} >= {target:g}: "
+                   f"{_verdict(c['acc'], c['lo'], c['hi'], target, c['examples'], seeds=len(c['seeds']), note=seeds_note(len(c['seeds'])))}.")
     for r in rows:
         if not r["transfer"] or r.get("policy") != TARGET_POLICY:
             continue
         for task, cell in r["tasks"].items():
             if task in t and r["k"] in WITHIN.get(task, {}):
-                within, gap = WITHIN[task][r["k"]], (cell.get("vs_teacher") or {}).get("diff")
-                if gap is None:
+                within, v = WITHIN[task][r["k"]], cell.get("vs_teacher")
+                if not v:
                     continue
-                seeds = len(cell["seeds"])
-                verdict = ("met" if gap >= -within else "missed") if seeds >= SEEDS else \
-                    f"not decided: {seeds} seed(s) of {SEEDS}"
-                out.append(f"{r['name']}, {TITLES[task]} within {within:g} of the teacher: {verdict} ({fmt1(gap, True)}).")
+                notes = comparison_notes(v, "teacher", v["teacher_seeds"])
+                verdict = _verdict(v["diff"], v["lo"], v["hi"], -within, cell["examples"], True, len(cell["seeds"]),
+                                   "; ".join(notes) or None)
+                out.append(f"{r['name']}, {TITLES[task]} within {within:g} of the teacher: {verdict}.")
     for r in rows:
         if r["transfer"] or not projects_keys(r["attention"]) or "imdb" not in r["tasks"] or "imdb" not in t:
             continue
@@ -419,8 +479,11 @@ def targets(rows: list[dict]) -> list[str]:
             out.append(f"{r['name']}, IMDB: the gap without transfer is {fmt1(gap)} (<= 1): nothing to close.")
             continue
         closed = (gap + partner["tasks"]["imdb"]["vs_teacher"]["diff"]) / gap
+        # a share of two estimates: this report gives it no interval, so its point estimate shows nothing
+        verdict = "not shown: its point estimate meets it, and the share has no interval" if closed >= CLOSES \
+            else "missed"
         out.append(f"{r['name']}, IMDB: transfer closes {100 * closed:.0f}% of the {fmt1(gap)}-point gap "
-                   f"({'met' if closed >= CLOSES else 'missed'}: target {100 * CLOSES:.0f}%).")
+                   f"({verdict}; target {100 * CLOSES:.0f}%).")
     return out
 
 
@@ -431,7 +494,8 @@ def _errors(values) -> str:
 def _cell_text(cell: dict | None) -> str:
     if cell is None:
         return "-"
-    return f"{fmt1(cell['acc'])} {interval_text(cell['lo'], cell['hi'], cell['examples'])}"
+    note = seeds_note(len(cell["seeds"]))
+    return f"{fmt1(cell['acc'])} {interval_text(cell['lo'], cell['hi'], cell['examples'])}" + (f" ({note})" if note else "")
 
 
 def _diff_text(cell: dict | None) -> str:
@@ -448,7 +512,8 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
         f"Command: `{meta['command']}`", "",
         ("Accuracy in percent on the eval examples (SST-2: GLUE dev; IMDB: its test split, or a stratified subset of "
          "it where the recipe's eval count is under 25,000), "
-         "averaged over seeds per example, with a 95% interval over seeds and examples. "
+         "averaged over seeds per example, with a 95% interval over seeds and examples (over the examples only "
+         "where a cell says one seed). "
          f"{pairing_prose('vs teacher', 'the teacher')} "
          f"Finetuning recipe, read from the runs: {meta['recipe']}."), "",
         *table_lines(["model", "SST-2", "vs teacher", "IMDB", "vs teacher", "seeds (SST-2 / IMDB)", "ms / example",
@@ -467,7 +532,7 @@ def to_markdown(rows: list[dict], costs: dict, meta: dict, lengths: dict | None 
     if meta.get("forest_png"):
         lines += ["", (f"Plot of the \"vs teacher\" columns (each cell's difference and interval, marked as here): "
                        f"`{Path(meta['forest_png']).name}`.")]
-    lines += ["", "## Targets", ""]
+    lines += ["", "## Targets", "", TARGETS_PROSE, ""]
     lines += [f"- {t}" for t in targets(rows)]
     transfers = [r for r in rows if r.get("transfer_info")]
     if transfers:
@@ -555,9 +620,10 @@ def draw_figures(meta: dict, breakdown: dict, out: str, rows: list[dict]) -> dic
 def render(data: dict, out: str) -> dict:
     """The report written again from its JSON (``scripts/table2.py --render``): its table, its figures, nothing
     read from the runs or measured. Returns the JSON written (its meta with the figures' paths)."""
-    meta = draw_figures(data["meta"], data.get("by_length") or {}, out, data["rows"])
-    atomic_write(f"{out}.md", to_markdown(data["rows"], data["costs"], meta, data.get("by_length") or {}))
-    data = {**data, "meta": meta}
+    rows = labelled_rows(data["rows"])
+    meta = draw_figures(data["meta"], data.get("by_length") or {}, out, rows)
+    atomic_write(f"{out}.md", to_markdown(rows, data["costs"], meta, data.get("by_length") or {}))
+    data = {**data, "meta": meta, "rows": rows, "targets": targets(rows)}  # the targets as today's code judges them
     write_json(f"{out}.json", data)
     return data
 

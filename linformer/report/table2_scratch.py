@@ -37,9 +37,12 @@ from .paired import (
     comparison_text,
     fmt1,
     interval_text,
+    one_seed_p,
     pairing_prose,
     seed_example_interval,
     seed_matched,
+    seeds_note,
+    target_verdict,
     tasks_average,
 )
 from .rows import check_profile_runs, made_on, one_run_per_seed, row_key, row_name, row_order
@@ -125,8 +128,8 @@ def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
             row["tasks"][task] = cell
         if key != full and full in groups and all(t in row["tasks"] and "vs_full" in row["tasks"][t] for t in tasks):
             with contextlib.suppress(ValueError):  # the tasks' seeds differ: an incomplete row has no average
-                row["average_vs_full"] = tasks_average({t: {"a": _by_seed(groups[key], t), "b": _by_seed(groups[full], t)}
-                                                        for t in tasks})
+                row["average_vs_full"] = one_seed_p(tasks_average({t: {"a": _by_seed(groups[key], t),
+                                                                        "b": _by_seed(groups[full], t)} for t in tasks}))
                 row["average_vs_full"] |= {"reference_seeds": min(len(_by_seed(groups[full], t)) for t in tasks),
                                            "own_seeds": min(len(_by_seed(groups[key], t)) for t in tasks)}
         present = [row["tasks"][t]["accuracy"]["mean"] for t in tasks if t in row["tasks"]]
@@ -139,29 +142,35 @@ def build(runs: list[dict], n: int) -> tuple[list[dict], dict]:
 
 
 def judge(rows: list[dict], gain: dict, figure: dict | None, seeds: int) -> list[dict]:
-    """The targets of experiments.scratch, each {target, value, met} (met None where the rows are incomplete)."""
+    """The targets of experiments.scratch, each {target, value, lo, state, met}: state "met" where the 95%
+    interval shows it (its lower end at or above the target: ``paired.target_verdict``), "not shown" where only the
+    point estimate meets it, "missed" where that does not, None where the rows are incomplete (met: state == "met",
+    None where not judged). Figure 3a's ratio is one run per k, with no interval: judged on its value."""
+    def judged(target: str, d: dict | None, bound: float, complete: bool) -> dict:
+        state = target_verdict(d["diff"], d["lo"], bound) if complete and d is not None else None
+        return {"target": target, "value": None if d is None else d["diff"], "lo": None if d is None else d["lo"],
+                "state": state, "met": None if state is None else state == "met"}
+
     targets = []
     for task in gain:
         g = gain[task]
-        complete = g is not None and len(g["seeds"]) == seeds
-        targets.append({"target": f"pretraining adds >= {exp.GAIN:g} points on {TITLES[task]}",
-                        "value": None if g is None else g["diff"], "met": (g["diff"] >= exp.GAIN) if complete else None})
+        targets.append(judged(f"pretraining adds >= {exp.GAIN:g} points on {TITLES[task]}", g, exp.GAIN,
+                              g is not None and len(g["seeds"]) == seeds))
     for row in (r for r in rows if projects_keys(r["attention"]) and r["pretrained"]):
         within = exp.WITHIN.get(row["n"] // row["k"])
         if within is None:
             continue
         avg = row.get("average_vs_full")
-        complete = avg is not None and len(avg["seeds"]) == seeds
-        targets.append({"target": f"{row['name']}: average over tasks within {within:g} of full attention",
-                        "value": None if avg is None else avg["diff"],
-                        "met": (avg["diff"] >= -within) if complete else None})
+        targets.append(judged(f"{row['name']}: average over tasks within {within:g} of full attention", avg, -within,
+                              avg is not None and len(avg["seeds"]) == seeds))
     if figure is not None:
         linformers = [r for r in figure["runs"] if projects_keys(r["attention"])]
         worst = max((r["ppl_ratio_vs_full"] for r in linformers if r["ppl_ratio_vs_full"] is not None), default=None)
-        judged = not figure.get("not_judged") and bool(linformers)
+        judged_here = not figure.get("not_judged") and bool(linformers)
+        met = (worst <= exp.PPL_RATIO) if judged_here else None
         targets.append({"target": f"Figure 3a: every k within {exp.PPL_RATIO - 1:.0%} of full attention's final "
-                                  "validation perplexity", "value": worst,
-                        "met": (worst <= exp.PPL_RATIO) if judged else None})
+                                  "validation perplexity", "value": worst, "lo": None,
+                        "state": None if met is None else "met" if met else "missed", "met": met})
     return targets
 
 
@@ -169,12 +178,13 @@ def _acc(cell: dict | None) -> str:
     if cell is None:
         return "-"
     a = cell["accuracy"]
-    return f"{fmt1(a['mean'])} {interval_text(a['lo'], a['hi'], cell['examples'])}"
+    note = seeds_note(len(cell["seeds"]))
+    return f"{fmt1(a['mean'])} {interval_text(a['lo'], a['hi'], cell['examples'])}" + (f" ({note})" if note else "")
 
 
 def _matched(mine: dict, reference: dict) -> dict:
     """``seed_matched`` over the seeds both have, with how many each has (a cell paired on fewer says so)."""
-    return seed_matched(mine, reference) | {"reference_seeds": len(reference), "own_seeds": len(mine)}
+    return one_seed_p(seed_matched(mine, reference)) | {"reference_seeds": len(reference), "own_seeds": len(mine)}
 
 
 def _diff(d: dict | None, examples: int, reference: str = "full attention") -> str:
@@ -211,7 +221,9 @@ def to_markdown(data: dict) -> str:
                                                  for t, g in data["gain"].items())
                                        or "not measured yet"), "", "## Targets", ""]
     for t in data["targets"]:
-        state = {True: "met", False: "MISSED", None: "not judged (its rows incomplete, or as said below)"}[t["met"]]
+        state = {"met": "met at the 95% level" if t.get("lo") is not None else "met", "missed": "MISSED",
+                 "not shown": f"not shown: the point estimate meets it, its 95% interval reaches {t.get('lo') or 0:+.2f}",
+                 None: "not judged (its rows incomplete, or as said below)"}[t.get("state")]
         value = "-" if t["value"] is None else f"{t['value']:+.2f}" if "Figure" not in t["target"] else \
             f"{t['value']:.3f}x"
         lines.append(f"- {t['target']}: {value}, {state}")

@@ -58,7 +58,7 @@ def test_a_forest_plot_draws_each_row_s_difference_and_interval_per_task_marked_
             c.get_segments()[0][1][1]]
     spans = sorted((tuple(c.get_segments()[0][:, 0]), c.get_linestyle()[0][1] is not None) for c in bars)
     assert spans == [((-5.0, -3.0), True), ((-3.0, -1.0), False)]
-    assert [t.get_text() for t in imdb.texts] == ["teacher seed 0 only;\none seed pair: no seed variance"]
+    assert [t.get_text() for t in imdb.texts] == ["teacher seed 0 only;\none seed pair: examples only, no seed variance, no p"]
     # the row not run on SST-2 says so; nothing drawn at 0 for it
     assert [t.get_text() for t in sst2.texts] == ["no run"]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]

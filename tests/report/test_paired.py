@@ -129,12 +129,31 @@ def test_a_cell_says_what_its_comparison_rests_on():
     d = {"diff": -0.9, "lo": -1.7, "hi": -0.033, "p": 0.04, "seeds": [0, 1, 2]}
     assert comparison_text(d, 872, "teacher", 3) == "-0.9 [-1.7, -0.03], p=0.04"  # an end near 0 shows its side
     one = {**d, "seeds": [0], "p": 3e-320}
+    # one pair's p tests the examples alone (it rejects far more than 5% of true nulls once seeds matter): none printed
     assert comparison_text(one, 872, "teacher", 3) == \
-        "-0.9 [-1.7, -0.03], p<0.0001 (teacher seed 0 only; one seed pair: no seed variance)"
-    assert comparison_text(one, 872, "full attention", 1).endswith("(one seed pair: no seed variance)")
-    assert comparison_text({**d, "seeds": [0, 1]}, 872, "teacher", 3).endswith("(teacher seeds 0, 1 only)")
+        "-0.9 [-1.7, -0.03] (teacher seed 0 only; one seed pair: examples only, no seed variance, no p)"
+    assert comparison_text(one, 872, "full attention", 1).endswith(
+        "(one seed pair: examples only, no seed variance, no p)")
+    # two pairs: one degree of freedom for the seeds' spread, and the cell says its interval runs narrow
+    assert comparison_text({**d, "seeds": [0, 1]}, 872, "teacher", 3).endswith(
+        ", p=0.04 (teacher seeds 0, 1 only; two seed pairs: interval narrow where seeds spread)")
     assert comparison_text({**d, "seeds": [0, 1]}, 872, "full attention", 2, 3).endswith(
-        "(seeds 0, 1 only, as full attention has)")
+        "(seeds 0, 1 only, as full attention has; two seed pairs: interval narrow where seeds spread)")
+
+
+def test_a_one_seed_comparison_keeps_no_p_and_a_target_is_met_only_on_its_interval():
+    """A one-seed comparison's p (over the examples alone) reached the JSON, and targets were "met" on the point
+    estimate while the 95% interval crossed the tolerance (SST-2 +0.0 [-0.6, +0.6] "within 0.5: met")."""
+    from linformer.report.paired import one_seed_p, target_verdict
+
+    d = {"diff": -0.9, "lo": -1.7, "hi": -0.03, "p": 0.04, "seeds": [0]}
+    assert one_seed_p(d) == {**d, "p": None, "seed_variance": False}
+    assert one_seed_p({**d, "seeds": [0, 1, 2]}) == {**d, "seeds": [0, 1, 2], "seed_variance": True}
+    assert target_verdict(0.0, -0.6, -0.5) == "not shown"
+    assert target_verdict(0.1, -0.3, -0.5) == "met"
+    assert target_verdict(-0.5, -0.9, -0.5) == "not shown"  # the bound itself is within
+    assert target_verdict(-0.9, -1.5, -0.5) == "missed"
+    assert target_verdict(90.8, 89.4, 90.0) == "not shown"
 
 
 def test_one_decimal_rounds_halves_away_from_zero():
