@@ -301,6 +301,12 @@ def _pct(x) -> str:
     return "" if x is None else fmt1(100 * x)
 
 
+# every row is one model (one finetuning seed, or none): its intervals resample its examples and nothing else
+SINGLE_RUNS = ("Intervals (95%): a bootstrap over the examples of single runs, each row one model of one finetuning "
+               "seed, so they say how much another sample of reviews would move a result, not how much another "
+               "seed of a trained row would: a difference between two trained rows may be that much less sure.")
+
+
 def to_markdown(result: dict, header: list[str]) -> str:
     majority = result.get("majority_rate")
     lines = ["# Long inputs: a finetuned classifier lengthened, with full and Linformer attention", "", *header]
@@ -312,6 +318,7 @@ def to_markdown(result: dict, header: list[str]) -> str:
               ("FLOPs: the forward pass's count (linformer.modeling.flops), what time vs full would be if every "
                "operation ran at the same speed: the feed-forward layers cost the same in every row, so they bound "
                "what the attention can save."),
+              SINGLE_RUNS,
               "", *table_lines(["model", "n", "accuracy (95% CI)", "agreement with full at n",
                                 "difference vs full (95% CI)", "FLOPs vs full", "time vs full", "memory vs full",
                                 "tensor memory vs full", "ms / example at n", "MiB / example at n",
@@ -335,7 +342,7 @@ def to_markdown(result: dict, header: list[str]) -> str:
                   ("Each row against the classifier as finetuned (every example cut to its first "
                    f"{result['base_n']} tokens) and against each full-attention student at the same n (a teacher "
                    "trained at that length): accuracy difference on the same examples, with its paired bootstrap "
-                   "95% interval."), "",
+                   "95% interval over the examples (single runs: no seed variance)."), "",
                   *table_lines(["model", "n", "against", "difference (95% CI)", "agreement"])]
         for p in pairs:
             d = p["difference"]

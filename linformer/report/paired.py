@@ -154,8 +154,10 @@ def target_verdict(point: float, lo: float, bound: float) -> str:
 
 
 def bootstrap_interval(scores, reps: int = REPS, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the mean of per-example ``scores`` (e.g. correctness 0/1, or its mean over seeds,
-    or a difference of two models' correctness), resampling examples with replacement."""
+    """Percentile interval of the mean of per-example ``scores`` (e.g. correctness 0/1, or a difference of two
+    models' correctness), resampling examples with replacement: an interval over the examples of single runs, which
+    measures nothing of the seed-to-seed spread (the long-input report's, whose rows are one model each; a table of
+    seeds uses ``seed_example_interval``)."""
     x = np.asarray(scores, dtype=np.float64)
     if x.size == 0:
         raise ValueError("no examples to resample")
@@ -259,7 +261,8 @@ def tasks_average(pairs: dict[str, dict]) -> dict:
 
 
 def paired_difference(a_scores, b_scores, reps: int = REPS, seed: int = 0) -> dict:
-    """Mean of a - b over the same examples (in points) with its paired-bootstrap 95% interval."""
+    """Mean of a - b over the same examples (in points) with its paired-bootstrap 95% interval, over the examples of
+    two single runs (``bootstrap_interval``; seed-matched tables use ``seed_matched``)."""
     d = np.asarray(a_scores, dtype=np.float64) - np.asarray(b_scores, dtype=np.float64)
     lo, hi = bootstrap_interval(d, reps, seed)
     return {"diff": 100 * float(d.mean()), "lo": 100 * lo, "hi": 100 * hi}

@@ -264,6 +264,9 @@ def test_paired_rows_judge_each_row_against_the_truncated_classifier_and_full_st
     assert pairs[("linformer k=8", "teacher at 4N")]["difference"]["diff"] == pytest.approx(-100.0)
     md = long_inputs.to_markdown(result | {"lengths": {}}, ["header"])
     assert "## Paired differences" in md and "| its twin | 128 | teacher at 4N | +0.0 " in md
+    # every row is one run: its intervals are a bootstrap over examples, which the page says (it did not)
+    assert "a bootstrap over the examples of single runs" in md.split("## Paired differences")[0]
+    assert "95% interval over the examples (single runs: no seed variance)." in md
 
 
 def test_a_time_ratio_far_below_its_flop_ratio_is_warned_naming_the_load_and_the_threads():
