@@ -18,7 +18,7 @@ import os
 import pickle
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -303,8 +303,10 @@ def resolve_tokenizer_dir(name: str, key: str = "tokenizer_dir", check: bool = T
     return str(name)
 
 
-def load_pretrained(auto_class, model_path: str, **kwargs):
-    """``auto_class.from_pretrained(model_path, **kwargs)`` with LinformerErrors and a one-line load summary."""
+def load_pretrained(auto_class, model_path: str, key: str = "model_path", **kwargs):
+    """``auto_class.from_pretrained(model_path, **kwargs)`` with LinformerErrors and a one-line load summary; `key`:
+    the setting or argument that gave the path (init_from, teacher_path, predict's model_dir), which each refusal
+    names."""
     report = _CapturedReport()
     try:
         with report.capture():
@@ -312,38 +314,44 @@ def load_pretrained(auto_class, model_path: str, **kwargs):
     except LinformerError:  # already says what is wrong (a folder asking to run its own code)
         raise
     except OSError as err:
-        raise _unreadable(model_path, err) from err
+        raise _unreadable(model_path, err, key) from err
     except pickle.UnpicklingError as err:  # torch's weights-only loader refused a pickled weights file
         files = sorted(Path(model_path).glob("pytorch_model*.bin")) if os.path.isdir(model_path) else []
-        raise CheckpointError(f"model_path={model_path!r}: {unpickling_refusal(err, files, _SAFE_WEIGHTS)}") from None
+        raise CheckpointError(f"{key}={model_path!r}: {unpickling_refusal(err, files, _SAFE_WEIGHTS)}") from None
     except SafetensorError as err:
-        raise CheckpointError(f"model_path={model_path!r}: its weights cannot be read, the file is damaged or "
+        raise CheckpointError(f"{key}={model_path!r}: its weights cannot be read, the file is damaged or "
                               f"incomplete (copy it again): {err}") from err
     except (ValueError, KeyError) as err:
         raise CheckpointError(
-            f"model_path={model_path!r} holds a model that {auto_class.__name__} has no class for, so it cannot "
+            f"{key}={model_path!r} holds a model that {auto_class.__name__} has no class for, so it cannot "
             f"classify sequences ({first_line(err)})"
         ) from err
     except RuntimeError as err:  # mismatched shapes; transformers' report (captured) says which keys
-        raise CheckpointError(f"model_path={model_path!r}: its weights do not have the shapes its config.json gives "
+        raise CheckpointError(f"{key}={model_path!r}: its weights do not have the shapes its config.json gives "
                               f"({report.mismatches() or first_line(err)}): the config.json is not the "
                               "one the weights were saved with; copy the model folder again.") from err
-    _check_encoder_loaded(model, model_path, info)  # before the summary: a refusal is the one line
+    _check_encoder_loaded(model, model_path, info, key)  # before the summary: a refusal is the one line
     check_weights_described(model_path, model, info)  # a layer more or fewer than config.json gives
     _summarise(type(model).__name__, model_path, info)
     return model
 
 
-def unpickling_refusal(err: pickle.UnpicklingError, files: Iterable[Path], instead: str = "") -> str:
+def unpickling_refusal(err: pickle.UnpicklingError, files: Iterable[Path], instead: str = "",
+                       load: Callable[[Path], object] | None = None) -> str:
     """Torch's weights-only loader refusing a pickled file (a .bin, .pt or .pkl), in words naming the file: the first
-    of `files` (those the load read) that it refuses, with `instead` (what to use instead) where it holds objects. Its
-    own message advises loading the file unrestricted, which would run whatever code the file holds: never passed
-    on."""
+    of `files` (those the load read) that `load` refuses, with `instead` (what to use instead) where it holds objects.
+    `load`: the loader that read them, with the classes it allows (Accelerate's for a checkpoint, whose RNG state
+    holds NumPy's, which a plain weights-only load refuses: that file is not the one at fault); None: torch's plain
+    weights-only load. Its own message advises loading the file unrestricted, which would run whatever code the file
+    holds: never passed on."""
     for f in files:
         try:
             with warnings.catch_warnings():  # torch's remarks on a file it then refuses: the refusal says it
                 warnings.simplefilter("ignore")
-                torch.load(f, map_location="cpu", weights_only=True)
+                if load is None:
+                    torch.load(f, map_location="cpu", weights_only=True)
+                else:
+                    load(f)
         except pickle.UnpicklingError as refused:
             return f"{f} {unpickling_why(refused, instead)}"
         except Exception:  # refused for another reason (a file cut short): not the one this error is
@@ -410,7 +418,7 @@ def check_weights_described(path: str, model, info: dict) -> None:
     raise CheckpointError(f"{where} does not describe the weights beside it ({'; '.join(words)}): {fix}.")
 
 
-def _check_encoder_loaded(model, model_path: str, info: dict) -> None:
+def _check_encoder_loaded(model, model_path: str, info: dict, key: str = "model_path") -> None:
     """CheckpointError where most of the weights of the model's encoder (all but a task head: ``base_model_prefix``)
     start fresh: the checkpoint holds another model than its config.json describes (model_type=bert over a
     Linformer's weights, say), and training would start from random weights under the folder's name. A head, a
@@ -424,16 +432,18 @@ def _check_encoder_loaded(model, model_path: str, info: dict) -> None:
     unused = info.get("unexpected_keys") or []
     held = f"; the checkpoint holds {_modules(unused, 3)} instead" if unused else ""
     raise CheckpointError(
-        f"model_path={model_path!r}: {len(fresh)} of the {len(encoder)} weights of its {type(model).__name__} would "
+        f"{key}={model_path!r}: {len(fresh)} of the {len(encoder)} weights of its {type(model).__name__} would "
         f"start fresh ({_modules(fresh, 3)} not in its weights{held}): its config.json (model_type="
         f"{model.config.model_type!r}) describes another model than its weights. Give the folder the weights were "
         "saved in, or restore its config.json.")
 
 
-def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: bool, task: str | None = None):
+def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: bool, task: str | None = None,
+                    key: str = "model_path"):
     """A sequence classifier (and its config) on the encoder at model_path, or a fresh one of the same shape, for the
     labels `label_names` (index = label id) of `task`: its config's id2label and label2id name them, so that a
-    pipeline or a reader of the saved model sees "positive", not "LABEL_1", and its finetuning_task names the task."""
+    pipeline or a reader of the saved model sees "positive", not "LABEL_1", and its finetuning_task names the task.
+    `key`: the setting that gave the path (model_path, student_path), which a refusal names."""
     id2label = dict(enumerate(label_names))
     try:
         config = load_auto(AutoConfig, model_path, num_labels=len(id2label), id2label=id2label,
@@ -441,14 +451,14 @@ def load_classifier(model_path: str, label_names: Sequence[str], from_scratch: b
     except LinformerError:
         raise
     except OSError as err:
-        raise _unreadable(model_path, err) from err
+        raise _unreadable(model_path, err, key) from err
     except (ValueError, KeyError) as err:
-        raise CheckpointError(f"model_path={model_path!r} has a config.json that cannot be read. Cause: {err}") from err
+        raise CheckpointError(f"{key}={model_path!r} has a config.json that cannot be read. Cause: {err}") from err
     if task is not None:  # set, not passed to from_pretrained: that applies only the attributes config.json holds
         config.finetuning_task = task
     if from_scratch:
         return AutoModelForSequenceClassification.from_config(config), config
-    return load_pretrained(AutoModelForSequenceClassification, model_path, config=config), config
+    return load_pretrained(AutoModelForSequenceClassification, model_path, key, config=config), config
 
 
 def model_length(config) -> int:
@@ -487,11 +497,11 @@ def check_tokenizer_fits(tokenizer, config, where: str) -> None:
                               "with this model.")
 
 
-def _unreadable(model_path: str, err: OSError) -> Exception:
+def _unreadable(model_path: str, err: OSError, key: str = "model_path") -> Exception:
     if os.path.isdir(model_path):
-        return CheckpointError(f"model_path={model_path!r} could not be loaded: {err}")
+        return CheckpointError(f"{key}={model_path!r} could not be loaded: {err}")
     return HubOfflineError(
-        f"model_path={model_path!r} could not be read from the hub ({err}); give a local directory instead "
+        f"{key}={model_path!r} could not be read from the hub ({err}); give a local directory instead "
         f"({_LOCAL_HINT})."
     )
 

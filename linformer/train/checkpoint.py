@@ -538,7 +538,9 @@ def load_checkpoint(accelerator: Accelerator, path: Path, rng_ok: bool = True) -
             accelerator.load_state(str(path))
     except pickle.UnpicklingError as err:  # torch's weights-only loader refused a file (one with code, say)
         pickled = sorted(f for f in path.iterdir() if f.suffix in (".bin", ".pt", ".pkl"))
-        raise CheckpointError(f"checkpoint {path}: {unpickling_refusal(err, pickled)}") from None
+        # each checked as Accelerate loaded it (its allowed classes: an RNG state's NumPy arrays)
+        why = unpickling_refusal(err, pickled, load=lambda f: accelerate_load(f, map_location="cpu"))
+        raise CheckpointError(f"checkpoint {path}: {why}") from None
     except Exception as err:  # a checkpoint without checksums can still hold a truncated file
         raise CheckpointError(f"checkpoint {path} could not be loaded ({type(err).__name__}: {err}).") from err
     return json.loads((path / STATE_FILE).read_text(encoding="utf-8"))

@@ -387,3 +387,22 @@ def test_a_checkpoint_file_holding_code_is_refused_in_one_line_that_never_advise
         assert said.startswith(f"checkpoint {path}: {path / name} {why}")
     assert "weights_only" not in said and "\n" not in said
     assert "payload ran" not in capsys.readouterr().out
+
+
+def test_a_refused_checkpoint_file_is_the_one_at_fault_not_the_rng_state_before_it(accelerated, tmp_path, capsys):
+    """The refusal named the first .bin/.pt/.pkl that a plain weights-only load refuses: a genuine
+    random_states_0.pkl (NumPy's state, allowed only by Accelerate's list) always is, so a scheduler.bin holding code,
+    sorted after it, was blamed on the good RNG file. Each file is checked as Accelerate loads it."""
+    import torch
+
+    from linformer.train.checkpoint import load_checkpoint, save_checkpoint
+
+    accelerator, _, optimizer = accelerated
+    accelerator.prepare(torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0))
+    path = save_checkpoint(accelerator, tmp_path, 1, {}, keep_last=1)
+    torch.save({"state": _Payload()}, path / "scheduler.bin")
+    _write_checksums(path)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(accelerator, path)
+    assert str(err.value).startswith(f"checkpoint {path}: {path / 'scheduler.bin'} holds more than weights")
+    assert "payload ran" not in capsys.readouterr().out
