@@ -80,7 +80,7 @@ def load_teacher(teacher_path: str, n: int | None = None):
     BERT/RoBERTa-family classifier converted, head included; its learned positions copied, Longformer's recipe)."""
     config = load_auto(AutoConfig, teacher_path)
     if n is None or max_tokens(config, load_tokenizer(teacher_path, "teacher_path"), None, None) >= n:
-        model = load_pretrained(AutoModelForSequenceClassification, teacher_path)
+        model = load_pretrained(AutoModelForSequenceClassification, teacher_path, "teacher_path")
     else:
         model = LinformerForSequenceClassification.from_pretrained_encoder(teacher_path, attention="full",
                                                                            max_seq_len=n)
@@ -190,7 +190,8 @@ class DistillTask(FinetuneTask):
         tokenizer = load_tokenizer(student_path, "student_path")
         check_same_tokenization(teacher_tokenizer, tokenizer, f"teacher_path={self.teacher_path}",
                                 f"student_path={student_path}")
-        model, _ = load_classifier(student_path, self.task_spec.label_names, False, self.task_spec.name)
+        model, _ = load_classifier(student_path, self.task_spec.label_names, False, self.task_spec.name,
+                                   key="student_path")
         return student_path, tokenizer, model
 
     def _check_lengthening(self, run: DistillSpec, n: int) -> None:

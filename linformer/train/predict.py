@@ -180,7 +180,7 @@ def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None,
     check_tokenizer_fits(tokenizer, config, path)
     length, length_from = input_length(recorded, max_tokens(config, tokenizer, None, None), max_length, length_key,
                                        len(columns), tokenizer, path)
-    model = load_pretrained(AutoModelForSequenceClassification, path, config=config).eval().to(where)
+    model = load_pretrained(AutoModelForSequenceClassification, path, "model_dir", config=config).eval().to(where)
     clean = _cleaning(recorded, spec)
     labels = task_label_names([config.id2label[i] for i in range(config.num_labels)], spec)
     return Classifier(path, model, tokenizer, columns, clean, length, task, labels, length_from)

@@ -86,7 +86,7 @@ def _init_from(init_from: str, path: str, fields: dict, tokenizer) -> LinformerF
     from transformers import AutoConfig
 
     if load_auto(AutoConfig, path).model_type == "linformer":
-        model = load_pretrained(LinformerForMaskedLM, path)
+        model = load_pretrained(LinformerForMaskedLM, path, "init_from")
         log.warning("init_from=%s is a Linformer: it keeps its own architecture (%s, width %d, %d layers); the "
                     "model group's settings are not applied (config.yaml records them as given)", init_from,
                     model.config.attention_label, model.config.hidden_size, model.config.num_hidden_layers)

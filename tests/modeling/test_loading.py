@@ -320,3 +320,24 @@ def test_a_pickled_weights_file_that_is_not_weights_is_refused_in_one_line(tmp_p
     assert said.startswith(f"model_path='{tmp_path}': {tmp_path / 'pytorch_model.bin'} {why}")
     assert "weights_only" not in said and "\n" not in said
     assert "payload ran" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("key", ["init_from", "teacher_path", "student_path", "model_dir"])
+def test_a_refused_weights_file_is_named_by_the_key_that_gave_it(tmp_path, key, capsys):
+    """Every refusal began "model_path=" whatever gave the folder (pretrain's init_from, distill's teacher_path and
+    student_path, predict's model_dir): a distill user could not tell from the key which of the two was refused."""
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    from linformer.modeling.loading import load_classifier, load_pretrained
+
+    LinformerForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    torch.save({"x": _Payload()}, tmp_path / "pytorch_model.bin")
+    with pytest.raises(CheckpointError) as err:
+        if key == "student_path":  # distill's student is a classifier on its labels
+            load_classifier(str(tmp_path), ("negative", "positive"), False, "sst2", key=key)
+        else:
+            load_pretrained(AutoModelForMaskedLM, str(tmp_path), key)
+    assert str(err.value).startswith(f"{key}='{tmp_path}': {tmp_path / 'pytorch_model.bin'} holds more than weights")
+    assert "payload ran" not in capsys.readouterr().out
