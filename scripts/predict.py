@@ -53,14 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     # the work's modules (torch, transformers): imported once the command line is read
     from linformer.errors import ConfigError
     from linformer.files.atomic import atomic_stream
-    from linformer.train.predict import load_classifier_dir, model_weights, predict_file
+    from linformer.train.predict import load_classifier_dir, model_weights, predict_file, what_predict_reads
 
-    with cli_errors(), output_files([args.output] if args.output else [], made_by("predict", {}), args.overwrite,
-                                    key="--output"):
+    with cli_errors():
         if not Path(args.input).is_file():  # before the model loads (seconds)
             raise ConfigError(f"--input {args.input}: no such file")
-        if args.output is not None and Path(args.output).resolve() == Path(args.input).resolve():
-            raise ConfigError(f"--output {args.output} is the --input file: choose another --output")
+        # --output may not be, nor lie inside, what predict reads (the input, the model folder), overwrite or not
+        reads = what_predict_reads(args.model_dir, args.input)
+    with cli_errors(), output_files([args.output] if args.output else [], made_by("predict", {}), args.overwrite,
+                                    key="--output", reads=reads):
         classifier = load_classifier_dir(args.model_dir, args.text_columns, args.device, "--device", args.max_length,
                                          "--max-length")
         weights = model_weights(classifier)

@@ -14,7 +14,7 @@ import shutil
 import signal
 import stat
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -275,11 +275,12 @@ def _file_records(folder: Path) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
-                 flag: str = "--overwrite", replaces_earlier: bool = False, key: str | None = None) -> Iterator[None]:
+                 flag: str = "--overwrite", replaces_earlier: bool = False, key: str | None = None,
+                 reads: Iterable[str | Path] = ()) -> Iterator[None]:
     """Check `paths` (``check_output_files``) before the block, which writes them, and record those written after.
     ``replaces_earlier``: the files are the whole output of their command in their folders (a comparison's table and
     plots), so any other file an earlier run of the command wrote there is removed, not left beside them as if it
-    belonged to this output.
+    belonged to this output. `reads`: the command's inputs, which no path may be or lie inside, overwrite or not.
 
     The files are written as one set: each earlier file at `paths` is kept aside first (a hard link, .old-<name>-...;
     a copy where the file system has no links), so it stays readable (a report rendered in place from its own JSON)
@@ -295,7 +296,7 @@ def output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: 
     or stop. Where recording it fails (a full disk), the earlier files are put back and the cause is still raised,
     the failure a note of it (``add_note``). Any other exception, a Preempted or KeyboardInterrupt included, puts the
     earlier files back."""
-    check_output_files(paths, record, overwrite, flag, key)
+    check_output_files(paths, record, overwrite, flag, key, reads)
     aside = _set_aside([written_at(p) for p in paths])
     cut_short = None
     try:

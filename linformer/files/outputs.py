@@ -175,6 +175,26 @@ def check_writable(path: str | Path, inside: bool = False, key: str | None = Non
                               f"neither can {path}: {choose}, one you can write.")
 
 
+def check_not_read(path: str | Path, reads: Iterable[str | Path | None], key: str | None = None,
+                   directory: bool = False) -> None:
+    """OutputPathError where the output `path` is one of `reads` (what the command reads: files or folders; a name
+    that is no path, a hub model's, is passed over), or, for an output file, lies inside one (a file of the model
+    folder it loads), or, for an output `directory` (replaced whole), holds one: refused even with an overwrite flag,
+    since writing it would destroy what the command reads. A new directory inside a folder read (a run's model/)
+    replaces none of its files. `key`: the flag or setting that chose `path`."""
+    out = Path(path).resolve()
+    for given in reads:
+        source = Path(given).resolve() if given and os.path.exists(given) else None
+        if source is None:
+            continue
+        where = "is" if source == out else "holds" if directory and out in source.parents else \
+            "is inside" if not directory and source in out.parents else None
+        if where:
+            choose = f"choose another {key}" if key else "choose another output path"
+            raise OutputPathError(f"{path} {where} {given}, which this command reads: {choose} (writing it would "
+                                  "destroy the input, overwrite or not).")
+
+
 def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwrite: bool = False,
                      flag: str = "overwrite=true", reads: Iterable[str | Path] = (), key: str | None = None) -> None:
     """The output rule for a directory about to be (re)built by `record`'s command (None: by a caller that writes
@@ -184,11 +204,7 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
     inputs (paths; a name that is no path, a hub model's say, is passed over): a directory that is one of them, or
     holds one, is refused even with `flag`, since replacing it would delete what the command reads. `key`: the flag or
     setting that chose `path` (``check_writable``)."""
-    for given in reads:
-        source = Path(given).resolve() if given and os.path.exists(given) else None
-        if source is not None and (source == Path(path).resolve() or Path(path).resolve() in source.parents):
-            raise OutputPathError(f"{path} is, or holds, {given}, which this command reads: choose another output "
-                                  "path (replacing it would delete the input, overwrite or not).")
+    check_not_read(path, reads, key, directory=True)
     check_writable(path, key=key)
     what, added = output_dir_occupant(path, record)
     if not what:
@@ -235,11 +251,14 @@ def _no_output(path: str | Path, record: Mapping[str, Any] | None) -> str | None
 
 
 def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,
-                       flag: str = "--overwrite", key: str | None = None) -> None:
+                       flag: str = "--overwrite", key: str | None = None, reads: Iterable[str | Path] = ()) -> None:
     """The output rule for files about to be written by `record`'s command into their folders (`key`: the flag or
-    setting that chose them, ``check_writable``)."""
+    setting that chose them, ``check_writable``). `reads`: the command's inputs, files or folders; a file that is
+    one or lies inside one is refused even with `flag` (``check_not_read``)."""
     choose = f"choose another {key}" if key else "choose another output path"
+    reads = list(reads)
     for path in map(Path, paths):
+        check_not_read(path, reads, key)
         check_writable(path, key=key)  # a file on the way (the folder itself, or one above it) included
         if path.is_dir():  # a file never replaces a directory, overwrite or not
             raise OutputPathError(f"{path} is a directory: {choose}.")

@@ -1007,7 +1007,7 @@ def compare_runs(paths: list[str | Path], out_dir: str | Path, metrics: list[str
     record = {**made_by("compare_runs", {}), **({"command_line": command} if command else {})}
     with output_files([md, *(out_dir / f"{m}.png" for m in plot_metrics),
                        *(out_dir / sweep_plot_name(m, k) for m, k in swept)], record, overwrite, replaces_earlier=True,
-                      key="--out" if script else "out_dir="):
+                      key="--out" if script else "out_dir=", reads=[r.path for r in runs]):
         atomic_write(md, (f"Command: `{command}`\n\n" if command else "") + table)
         plots = [p for m in plot_metrics
                  if (p := plot_metric(runs, m, out_dir / f"{m}.png", reference=mfu_target(runs) if m == "mfu" else None,

@@ -430,8 +430,9 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
                    layout, [f"{out}_forest.png"])]
     # which runs make the table: a table of other runs at the same path is not replaced without `overwrite`
     settings = {"layout": layout, "runs": list(runs), **({"profile": plan_profile.name} if plan_profile else {})}
-    with output_files(outputs, made_by("table2", settings), overwrite,
-                      key="--out" if run_from_a_script() else "out="):
+    # no output file inside a run it reads (<run>/results.json would be replaced by <out>=<run>/results)
+    with output_files(outputs, made_by("table2", settings), overwrite, key="--out" if run_from_a_script() else "out=",
+                      reads=[*find_runs(named_paths(runs)), *find_runs(named_paths(runs), marker=RESULTS)]):
         if layout == "pretrained":
             data = _write_pretrained(runs, out, plan_profile, hardware, command, measure, by_length)
         elif layout == "scratch":

@@ -34,7 +34,7 @@ from ..files.mappings import read_json
 from ..files.runs import BEST_DIR, CONFIG, RESULTS
 from ..modeling.card import SIDECAR, read_card_info
 from ..modeling.convert import classifier_config
-from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, weights_sha256
+from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, resolve_model_path, weights_sha256
 from ..progress import progress_bar
 from ..runconfig.settings import task_spec
 from ..rundir import read_recorded_config
@@ -145,6 +145,15 @@ def input_length(recorded: Recorded, n: int, given: int | None, key: str, texts:
     if recorded.max_length is not None:
         return min(recorded.max_length, n), f"the length it was finetuned at: max_length in {recorded.where}"
     return n, "the model's n"
+
+
+def what_predict_reads(model_dir: str, input_path: str) -> list[str]:
+    """What predict reads, which its --output may neither be nor lie inside, overwrite or not: the --input file, the
+    model folder `model_dir` resolves to (a run's model/ or best/, checked), and the run above it, whose records
+    (config.yaml, results.json) say how the model was finetuned (``recorded_training``)."""
+    model = str(resolve_model_path(model_dir, "model_dir"))
+    run = Path(model).parent
+    return [input_path, model, *([str(run)] if (run / CONFIG).is_file() else [])]
 
 
 def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None, device: str = "auto",

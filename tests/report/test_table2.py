@@ -542,3 +542,18 @@ def test_a_cell_whose_runs_skipped_updates_says_how_many_as_compare_runs_does(tm
     table = out.with_suffix(".md").read_text()
     assert "| 55.0 [5 updates skipped] | 70.0 |" in table
     assert "`N updates skipped`: N updates were skipped for a non-finite loss or gradient" in table
+
+
+def test_an_out_inside_a_run_it_reads_is_refused_even_with_overwrite(tmp_path, monkeypatch, capsys):
+    """--out <run>/results --overwrite wrote the table's JSON over the run's own results.json, which table2 reads:
+    an output file inside a run it reads is refused in one line, overwrite or not, and the run is left as it was."""
+    runs = tmp_path / "runs"
+    _run(runs, "a", "sst2", 0.80)
+    before = (runs / "a" / "results.json").read_bytes()
+    from tests.conftest import run_script
+
+    assert run_script("table2", [str(runs / "*"), "--out", str(runs / "a" / "results"), "--overwrite"],
+                      monkeypatch) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and f"is inside {runs / 'a'}, which this command reads" in lines[0], lines
+    assert (runs / "a" / "results.json").read_bytes() == before and not (runs / "a" / "results.md").exists()

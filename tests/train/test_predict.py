@@ -216,7 +216,30 @@ def test_the_script_writes_its_output_whole_and_refuses_in_one_line(scratch, tmp
     assert f"error: --input {tmp_path / 'nope.txt'}: no such file" in capsys.readouterr().err
     assert run_script("predict", [scratch, "--input", str(source), "--output", str(source), "--overwrite"],
                       monkeypatch) == 2
-    assert "is the --input file" in capsys.readouterr().err and source.read_text() == "the cat\nbin\x00ary\n"
+    assert f"is {source}, which this command reads" in capsys.readouterr().err
+    assert source.read_text() == "the cat\nbin\x00ary\n"
+
+
+@pytest.mark.parametrize("inside", ["model", "run"])
+def test_an_output_inside_the_model_or_run_it_reads_is_refused_even_with_overwrite(scratch, tmp_path, monkeypatch,
+                                                                                  capsys, inside):
+    """--output <the model's config.json> --overwrite wrote the predictions over the classifier it read (and a
+    run's best/'s predict over its run's config.yaml, which says how it was finetuned): an output that is, or lies
+    inside, what predict reads is refused in one line, overwrite or not, and nothing there changes."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(scratch, run / "best")
+    (run / "config.yaml").write_text("task:\n  name: sst2\n")
+    target = run / "best" / "config.json" if inside == "model" else run / "config.yaml"
+    before = target.read_bytes()
+    source = tmp_path / "in.txt"
+    source.write_text("the cat\n")
+    code = run_script("predict", [str(run / "best"), "--input", str(source), "--output", str(target), "--overwrite"],
+                      monkeypatch)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(lines) == 1 and "which this command reads" in lines[0], lines
+    assert target.read_bytes() == before
 
 
 def test_the_task_a_models_card_records_gives_its_columns(converted, tmp_path):
