@@ -22,12 +22,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=path, default=None, help="output directory (default: <run>/model for a finetuning run's final "
                                               "step, <run>/model-step-NNNNNNNN otherwise)")
     p.add_argument("--overwrite", action="store_true", help="replace --out when another command wrote it")
+    p.add_argument("--imports", type=lambda text: [name for name in text.split(",") if name], default=[],
+                   metavar="MODULE[,MODULE]",
+                   help="modules of your own to import first, where the run's projection, sharing mode or task "
+                        "registers (those its config.yaml records under imports: they are never imported from it)")
     args = p.parse_args(argv)
     # the work's modules (torch, transformers): imported once the command line is read
     from linformer.train.export import export_run
 
     with cli_errors():
-        done = export_run(args.run, args.out, args.step, args.overwrite)
+        done = export_run(args.run, args.out, args.step, args.overwrite, args.imports)
     what = "the final step" if done["final"] else "not the run's final step"
     score = ", ".join(f"{k} {v:.4f}" for k, v in (done["metrics"] or {}).items())
     print(f"wrote {done['out']}: step {done['step']} ({what}) from {done['checkpoint']}"

@@ -12,11 +12,12 @@ result when the exported step is the one it reports.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..data import get_task
 from ..data.tokenizer import load_tokenizer
-from ..errors import CheckpointError, RunDirError
+from ..errors import CheckpointError, ConfigError, RunDirError
 from ..files.locations import relative_to, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, check_output_dir, made_by
@@ -56,14 +57,15 @@ def _asked(option: str, keyword: str) -> str:
 
 
 def export_run(run_dir: str | Path, out: str | Path | None = None, step: int | None = None,
-               overwrite: bool = False) -> dict:
+               overwrite: bool = False, imports: Sequence[str] = ()) -> dict:
     """Save the model of finetuning or pretraining run `run_dir` at checkpoint `step` (None: its newest intact one)
     into `out` (None: ``<run>/model`` for a finetuning run's final step, ``<run>/model-step-NNNNNNNN`` otherwise).
     Returns {"out", "step", "checkpoint", "metrics", "final"} (metrics: the run's reported ones when they belong to
     that step; final: the step is the run's last). Relative paths are taken from the repository, as the script takes
-    them."""
+    them. `imports`: the modules to import first (where the run's own projection, sharing mode or task registers),
+    as the caller names them: the ones the run's config.yaml records are never imported from it (``_imports``)."""
     run_dir = Path(resolve_path(run_dir))
-    spec = _spec(run_dir)
+    spec = _spec(run_dir, imports)
     results = read_record(run_dir, RESULTS)
     reported = results.get("best_step")
     checkpoint = _checkpoint(run_dir, step)
@@ -122,7 +124,22 @@ def _moved_export(out: Path, record: dict, run_dir: Path) -> dict | None:
     return made
 
 
-def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
+def _imports(run_dir: Path, imports: Sequence[str]) -> None:
+    """Import `imports`, the modules the caller named, where they cover those the run's config.yaml records
+    (``recorded_imports``); a recorded one not named is a ConfigError naming it and the flag that imports it. A run
+    folder is read, never run: its config.yaml is not checksummed, and a shared or edited one naming a module (one
+    beside it in the folder the command starts in, say) would run that module's code on whoever exports it."""
+    missing = [name for name in recorded_imports(run_dir) if name not in imports]
+    if missing:
+        words = ",".join(missing)
+        raise ConfigError(f"{run_dir / CONFIG} records imports={missing!r} (modules of your own, where its model's "
+                          "projection, sharing mode or task registers): export imports no module a run folder names; "
+                          f"give {_asked(f'--imports {words}', f'imports={missing!r}')} to import "
+                          f"{'it' if len(missing) == 1 else 'them'}, once you trust the code.")
+    import_modules({"imports": list(imports)})
+
+
+def _spec(run_dir: Path, imports: Sequence[str] = ()) -> FinetuneSpec | PretrainSpec:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} {'is a file' if run_dir.exists() else 'does not exist'}: give a finetuning or "
                           "pretraining run's directory, outputs/finetune/<run_name> or outputs/pretrain/<run_name> "
@@ -134,9 +151,8 @@ def _spec(run_dir: Path) -> FinetuneSpec | PretrainSpec:
     if stage not in SPECS:
         raise RunDirError(f"{run_dir} is a {stage or 'unrecorded'} run: export takes finetuning and pretraining runs "
                           "(transfer and distillation save their model in <run>/model).")
-    # the modules the run imported (imports=[...]), where the projection or sharing mode its model names is
-    # registered: export takes no imports= of its own, and the run's record says which
-    import_modules({"imports": recorded_imports(run_dir)})
+    # the modules the caller names, where the projection or sharing mode the run's model names is registered
+    _imports(run_dir, imports)
     return read_recorded_config(run_dir, SPECS[stage].read, stage)
 
 

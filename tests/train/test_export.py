@@ -541,3 +541,24 @@ def test_a_model_exported_before_its_run_moved_is_written_again_from_the_run_whe
             f"that name is found around it): export it again from where the run is now (python scripts/export.py "
             f"RUN --step 4 --out {new / 'exports' / 'p4'} --overwrite)")):
         resolve_model_path(str(new / "exports" / "p4"))
+
+
+def test_a_module_a_run_folder_names_is_never_imported_by_its_export(carded_run, tmp_path, monkeypatch):
+    """export imported the modules a run's config.yaml names under imports:, found in the folder it starts in too, so
+    a shared or edited run folder ran code on whoever exported it. It imports only what the caller names, and a
+    recorded module not named is refused naming it and the flag."""
+    from linformer.errors import ConfigError
+
+    run = tmp_path / "shared" / "run"
+    shutil.copytree(carded_run, run)
+    config = run / "config.yaml"
+    config.write_text(config.read_text() + "\nimports:\n- cg8_export_marker\n" if "imports:" not in config.read_text()
+                      else config.read_text().replace("imports: []", "imports:\n- cg8_export_marker"))
+    marker = tmp_path / "MARK"
+    (tmp_path / "shared" / "cg8_export_marker.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path / "shared")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # import_modules appends the working directory
+    with pytest.raises(ConfigError, match=rf"^{run / 'config.yaml'} records imports=\['cg8_export_marker'\] .*"
+                                          r"give imports=\['cg8_export_marker'\] to import it"):
+        export_run(run, tmp_path / "exported")
+    assert not marker.exists() and "cg8_export_marker" not in sys.modules

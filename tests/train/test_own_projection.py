@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from linformer.errors import ConfigError
 from tests.conftest import run_script
 
 from .test_pretrain import _script_args
@@ -122,5 +123,8 @@ def test_a_sharing_mode_named_in_imports_is_built_as_it_says_and_what_follows_th
     assert list(compose("finetune", words[2:]).imports) == ["cc_strided_projection"]
 
     _forget_module()
-    done = export_run(run, tmp_path / "exported", step=2)
+    with pytest.raises(ConfigError, match=r"records imports=\['cc_strided_projection'\] .*give (--imports "
+                                          r"cc_strided_projection|imports=\['cc_strided_projection'\]) to import"):
+        export_run(run, tmp_path / "exported", step=2)  # a run folder names no code that export runs by itself
+    done = export_run(run, tmp_path / "exported", step=2, imports=["cc_strided_projection"])
     assert LinformerForMaskedLM.from_pretrained(str(done["out"])).config.sharing == "cc_layerwise_heads"
