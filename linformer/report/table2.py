@@ -19,7 +19,7 @@ from ..bench.common import load_average
 from ..cli import run_from_a_script
 from ..data.tasks import PAPER_ORDER, TITLES, get_task
 from ..devices import cpu_model_name
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, LinformerError
 from ..experiments import pretrained as exp
 from ..files.atomic import atomic_write, output_files, write_json
 from ..files.locations import repo_relative
@@ -432,7 +432,7 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
     settings = {"layout": layout, "runs": list(runs), **({"profile": plan_profile.name} if plan_profile else {})}
     # no output file inside a run it reads (<run>/results.json would be replaced by <out>=<run>/results)
     with output_files(outputs, made_by("table2", settings), overwrite, key="--out" if run_from_a_script() else "out=",
-                      reads=[*find_runs(named_paths(runs)), *find_runs(named_paths(runs), marker=RESULTS)]):
+                      reads=_runs_read(runs)):
         if layout == "pretrained":
             data = _write_pretrained(runs, out, plan_profile, hardware, command, measure, by_length)
         elif layout == "scratch":
@@ -443,6 +443,16 @@ def write_report(runs: list[str], out: str, layout: str = "paper", profile: str 
     print(Path(f"{out}.md").read_text(encoding="utf-8"))
     print(f"wrote {out}.md and {out}.json ({len(data['rows'])} rows)")
     return data
+
+
+def _runs_read(patterns: list[str]) -> list[Path]:
+    """The run directories `patterns` name (by metrics.jsonl or results.json), which no output may lie inside; a
+    pattern naming nothing is left to the layout's reader, which refuses it in its own words."""
+    try:
+        named = named_paths(patterns)
+    except LinformerError:
+        return []
+    return [*find_runs(named), *find_runs(named, marker=RESULTS)]
 
 
 def _write_pretrained(runs: list[str], out: str, profile: exp.Profile, hardware: str | None, command: str | None,
