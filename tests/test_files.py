@@ -4,6 +4,7 @@ test_convert.py, tests/data/test_corpus.py)."""
 
 import contextlib
 import hashlib
+import json
 import os
 import resource
 import signal
@@ -1132,3 +1133,20 @@ def test_a_wheel_installed_into_a_venv_inside_a_clone_is_not_that_clone(tmp_path
     monkeypatch.setattr(locations, "__file__", str(clone / "linformer" / "files" / "locations.py"))  # editable
     assert locations.clone_root() == clone
     assert locations.resolve_path("outputs/pretrain/pt") == str(clone / "outputs" / "pretrain" / "pt")
+
+
+@pytest.mark.parametrize("name", ["model", "best"])
+def test_a_runs_model_is_never_a_conversion_output_even_with_overwrite(tmp_path, name):
+    """convert out_dir=<run>/model overwrite=true replaced a run's model with a converted one, after which the run
+    said it was complete and a finetuning from it trained the other model: refused in one line, overwrite or not."""
+    from linformer.files.outputs import check_output_dir
+
+    model = tmp_path / "runs" / "p1" / name
+    model.mkdir(parents=True)
+    (model.parent / "config.yaml").write_text("seed: 0\n")
+    (model / MANIFEST).write_text(json.dumps({**made_by("export", {"run": str(model.parent), "step": 4}),
+                                              "entries": ["config.json"], "model_format": 2}))
+    (model / "config.json").write_text("{}")
+    with pytest.raises(OutputPathError, match=rf"^{model} is the {name}/ of the run {model.parent}, which that run's "
+                                              r"records describe: choose another out_dir= \(overwrite=true never"):
+        check_output_dir(model, made_by("convert", {"model_path": "x"}), overwrite=True, key="out_dir=")

@@ -16,6 +16,7 @@ from .hashing import checksum_problems
 from .locations import repo_root
 from .mappings import flatten, read_json
 from .names import NAME_MAX_BYTES
+from .runs import BEST_DIR, CONFIG, MODEL_DIR
 from .temporaries import _temp_stem, temporary_of
 
 MANIFEST = "manifest.json"                # an output directory's record (``made_by``) and its command's own facts
@@ -214,6 +215,10 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
     if never:
         raise OutputPathError(f"{path} {never}: {choose} ({flag} replaces only an earlier output of this package, "
                               "one whose manifest.json names the command that wrote it).")
+    other_run = _a_runs_model(path, record)
+    if other_run:
+        raise OutputPathError(f"{path} {other_run}: {choose} ({flag} never replaces another run's model: that run "
+                              "would still say it is complete, with the other model in its place).")
     if added:  # the flag never deletes what the user (or another command) put into an output's folder
         raise OutputPathError(f"{path} {what}: move {'it' if len(added) == 1 else 'them'}"
                               f" elsewhere, or {choose} ({flag} replaces only what its manifest.json names, never what "
@@ -248,6 +253,20 @@ def _no_output(path: str | Path, record: Mapping[str, Any] | None) -> str | None
         names = sorted(p.name for p in real.iterdir())
         return f"is a directory with other content ({listing(names)}), no output of this package's"
     return None
+
+
+def _a_runs_model(path: str | Path, record: Mapping[str, Any] | None) -> str | None:
+    """Why `path` is a run's model that `record`'s command may not replace (a clause), or None: a run's model/ or
+    best/ (the folder beside its config.yaml), unless `record` is an export of that run (its settings' run). Replaced,
+    the run would still say it is complete, its manifest's checksums rewritten to the other model's, and a command
+    started from it would train another model under its name. `record` None: the run's own trainer choosing it."""
+    real = Path(os.path.realpath(path))
+    if record is None or real.name not in (MODEL_DIR, BEST_DIR) or not (real.parent / CONFIG).is_file():
+        return None
+    run = (record.get("settings") or {}).get("run")
+    if run and Path(os.path.realpath(str(run))) == real.parent:
+        return None
+    return f"is the {real.name}/ of the run {real.parent}, which that run's records describe"
 
 
 def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,

@@ -562,3 +562,24 @@ def test_a_module_a_run_folder_names_is_never_imported_by_its_export(carded_run,
                                           r"give imports=\['cg8_export_marker'\] to import it"):
         export_run(run, tmp_path / "exported")
     assert not marker.exists() and "cg8_export_marker" not in sys.modules
+
+
+def test_an_out_that_is_another_runs_model_is_refused_even_with_overwrite(carded_run, pretrained_run, tmp_path):
+    """--out <another run>/model --overwrite replaced that run's model with this run's export: its rerun still said
+    "already complete" and its manifest's checksums were the export's. Another run's model/ or best/ is refused in
+    one line, overwrite or not; the run's own model/ is still its export's to replace."""
+    from linformer.errors import OutputPathError
+    from linformer.files.outputs import MANIFEST
+
+    other = tmp_path / "other"
+    shutil.copytree(pretrained_run, other)
+    before = (other / "model" / MANIFEST).read_bytes()
+    with pytest.raises(OutputPathError, match=rf"^{other / 'model'} is the model/ of the run {other}, which that "
+                                              r"run's records describe: choose another out= \(overwrite=True never "
+                                              r"replaces another run's model"):
+        export_run(carded_run, other / "model", overwrite=True)
+    assert (other / "model" / MANIFEST).read_bytes() == before
+    own = tmp_path / "own"
+    shutil.copytree(carded_run, own)
+    export_run(own, own / "model")
+    assert export_run(own, own / "model", overwrite=True)["out"] == own / "model"
