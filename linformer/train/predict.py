@@ -149,11 +149,12 @@ def input_length(recorded: Recorded, n: int, given: int | None, key: str, texts:
 
 def what_predict_reads(model_dir: str, input_path: str) -> list[str]:
     """What predict reads, which its --output may neither be nor lie inside, overwrite or not: the --input file, the
-    model folder `model_dir` resolves to (a run's model/ or best/, checked), and the run above it, whose records
-    (config.yaml, results.json) say how the model was finetuned (``recorded_training``)."""
+    model folder `model_dir` resolves to (a run's model/ or best/, checked), and the records of the run above it
+    (config.yaml, results.json), which say how the model was finetuned (``recorded_training``); a new file beside
+    them in the run's folder (its predictions) replaces nothing read."""
     model = str(resolve_model_path(model_dir, "model_dir"))
     run = Path(model).parent
-    return [input_path, model, *([str(run)] if (run / CONFIG).is_file() else [])]
+    return [input_path, model, *([str(run / CONFIG), str(run / RESULTS)] if (run / CONFIG).is_file() else [])]
 
 
 def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None, device: str = "auto",

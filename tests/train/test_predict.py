@@ -240,6 +240,10 @@ def test_an_output_inside_the_model_or_run_it_reads_is_refused_even_with_overwri
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2 and len(lines) == 1 and "which this command reads" in lines[0], lines
     assert target.read_bytes() == before
+    beside = run / "predictions.jsonl"  # a new file in the run's folder replaces nothing predict reads
+    assert run_script("predict", [str(run / "best"), "--input", str(source), "--output", str(beside)],
+                      monkeypatch) == 0
+    assert len(beside.read_text().splitlines()) == 1
 
 
 def test_the_task_a_models_card_records_gives_its_columns(converted, tmp_path):
