@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..errors import RunDirError
+from ..shell import script_command
 from .locations import resolve_path
 from .mappings import parse_mapping
 
@@ -71,6 +72,16 @@ def recorded_imports(run_dir: str | Path) -> list[str]:
     finetuning, an export) needs them too."""
     names = read_record(run_dir, CONFIG).get("imports") or []
     return [str(name) for name in names] if isinstance(names, list) else []
+
+
+def export_command(run_dir: str | Path, *words, shown: str | Path | None = None) -> str:
+    """scripts/export.py's command for the run `run_dir` (`words` after it: --step, --out; `shown`: how the run is
+    named in it, `run_dir` by default), with ``--imports`` of the modules its config.yaml records: export imports no
+    module a run folder names unless its caller names it, and the package's advice for a run names them, as the
+    run's own next: line does for a finetuning."""
+    imports = recorded_imports(run_dir)
+    return script_command("export", run_dir if shown is None else shown, *words,
+                          *(["--imports", ",".join(imports)] if imports else []))
 
 
 # train/checkpoint.py writes them; here, below the model loaders, so that what a run keeps to write its model again

@@ -43,6 +43,7 @@ from ..files.runs import (
     SUMMARY,
     checkpoints_gone,
     complete_checkpoints,
+    export_command,
     read_record,
     run_now,
     step_of,
@@ -132,7 +133,7 @@ def resolve_model_path(model_path: str | os.PathLike, key: str = "model_path") -
         why = (f"a complete run whose model/ is gone: {rewrite_advice(p / MODEL_DIR, gone=True)}"
                if (p / SUMMARY).is_file() else
                "a run that has not saved its model/ (stopped before its last step?): continue it with its own "
-               f"command, or save a checkpoint as a model with {script_command('export', p)}")
+               f"command, or save a checkpoint as a model with {export_command(p)}")
         raise CheckpointError(f"{key}={model_path!r} ({p}) is {why}.")
     if p.exists() or _names_local_folder(model_path):
         raise CheckpointError(f"{key}={model_path!r} ({p}) holds no model: expected {_LOCAL_HINT}.")
@@ -217,9 +218,9 @@ def rewrite_advice(model: Path, gone: bool = False) -> str:
             return (f"it was exported from step {step} of {run}, whose checkpoint of that step is gone (its "
                     f"checkpoints {checkpoints_gone(run)}): restore it from a copy, or train the run again under "
                     "another run_name")
-        return "write it again: " + script_command("export", run, "--step", step, "--out", model)
+        return "write it again: " + export_command(run, "--step", step, "--out", model)
     run, stage = model.parent, _run_info(model.parent).get("stage")
-    export = script_command("export", run)
+    export = export_command(run)
     if stage in ("pretrain", "finetune") and not complete_checkpoints(run):
         return (f"no checkpoint of the run is left to write it from (its checkpoints {checkpoints_gone(run)}): "
                 f"restore it from a copy, or train it again under another run_name (its settings are "
@@ -265,7 +266,7 @@ def finetuning_run_models(run: Path, shown: str | None = None) -> str | None:
     if not best and _run_info(run).get("stage") != "finetune":
         return None
     shown = shown or str(run)
-    export = f"its final model exported: {script_command('export', shown)} (writes {shown}/model)"
+    export = f"its final model exported: {export_command(run, shown=shown)} (writes {shown}/model)"
     return f"{shown}/best (the model its validation chose), or {export}" if best else export
 
 

@@ -52,6 +52,7 @@ from ..files.runs import (
     checkpoint_dir,
     checkpoints_gone,
     complete_checkpoints,
+    export_command,
     read_record,
     step_of,
 )
@@ -59,7 +60,6 @@ from ..files.storage import disk_full_names
 from ..files.temporaries import remove_stale_temps
 from ..modeling.loading import rewrite_advice, unpickling_refusal, unpickling_why
 from ..rundir import RunLock, RunRecord, model_problem
-from ..shell import script_command
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def prune_checkpoints(run_dir: str | Path) -> tuple[int, int]:
     if problem or not read_record(run_dir, SUMMARY).get("model_dir"):
         raise RunDirError(problem or f"{run_dir} kept no model (trainer.save_best=false): its checkpoints are what "
                                      "scripts/export.py writes it from. Export it first: "
-                                     + script_command("export", run_dir))
+                                     + export_command(run_dir))
     problem = unchecked_model_problem(run_dir)
     if problem:
         raise RunDirError(problem)
@@ -504,7 +504,7 @@ def _refuse_two_head_biases(path: Path) -> None:
             f"checkpoint {path} cannot be resumed: it was saved before an untied MLM head's two biases were one "
             "parameter (it holds lm_head.bias, never read, beside lm_head.decoder.bias), and its optimizer state does "
             "not fit this model. Export its model ("
-            + script_command("export", run_dir, "--step", step_of(path))
+            + export_command(run_dir, "--step", step_of(path))
             + ") and start a new run from it with init_from=<the exported folder>.")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files.locations import repo_relative
-from ..files.runs import recorded_imports
+from ..files.runs import export_command, recorded_imports
 from ..logfile import say
 from ..shell import hydra_override, imports_words, script_command
 from .stopping import run_from_a_script
@@ -114,10 +114,11 @@ def export_next(run_dir: Path | str, reason: str) -> str:
     """The summary's next: for a run whose model is to be exported, worded for the caller as ``finetune_next``:
     scripts/export.py's command, or the call of ``linformer.train.export.export_run``; `reason` follows as a
     comment, so that the whole line pastes; the run named as ``finetune_next`` names a model."""
-    run_dir = repo_relative(run_dir)
+    imports, shown = recorded_imports(run_dir), repo_relative(run_dir)
     if run_from_a_script():
-        return f"{script_command('export', run_dir)}  # {reason}"
-    return f"export_run({python_str(str(run_dir))})  # linformer.train.export; {reason}"
+        return f"{export_command(run_dir, shown=shown)}  # {reason}"
+    given = f", imports={imports!r}" if imports else ""
+    return f"export_run({python_str(str(shown))}{given})  # linformer.train.export; {reason}"
 
 
 def python_str(text: str) -> str:

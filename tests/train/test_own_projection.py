@@ -128,3 +128,7 @@ def test_a_sharing_mode_named_in_imports_is_built_as_it_says_and_what_follows_th
         export_run(run, tmp_path / "exported", step=2)  # a run folder names no code that export runs by itself
     done = export_run(run, tmp_path / "exported", step=2, imports=["cc_strided_projection"])
     assert LinformerForMaskedLM.from_pretrained(str(done["out"])).config.sharing == "cc_layerwise_heads"
+    from linformer.files.runs import export_command
+
+    # the package's own advice to export the run (prune's, a resume's, a load's) names what export must import
+    assert shlex.split(export_command(run, "--step", 2))[-2:] == ["--imports", "cc_strided_projection"]
