@@ -84,6 +84,13 @@ def check_local_path(name_or_path) -> None:
                                 "directory that save_pretrained wrote, holding config.json.")
 
 
+# what ``LinformerConfig.built_with`` compares: fields read when the modules are built, not at every forward
+BUILT_FIELDS = ("attention", "sharing", "projection", "length_policy", "mask_empty_windows", "exact_short_inputs",
+                "local_window", "global_positions", "overlap_columns", "landmark_pooling", "max_seq_len",
+                "num_attention_heads", "hidden_size", "intermediate_size", "hidden_act", "layer_norm_eps",
+                "max_position_embeddings", "type_vocab_size")
+
+
 @strict
 class LinformerConfig(PreTrainedConfig):
     r"""Configuration of a RoBERTa-shaped Linformer encoder (Wang et al. 2020).
@@ -296,6 +303,17 @@ class LinformerConfig(PreTrainedConfig):
     def pads_positions(self) -> bool:
         """RoBERTa's layout: positions start after pad_token_id, and padded tokens take position pad_token_id."""
         return self.pad_token_id is not None and position_offset_of(self) > self.pad_token_id
+
+    def built_with(self) -> dict:
+        """The fields a model's modules read once, when they are built (the attention's form and sizes, the
+        projections' policies, the activation, the embeddings' sizes), and each layer's k: a model keeps computing
+        with these however its config changes after, so a save checks that the config still says them
+        (``LinformerPreTrainedModel.save_pretrained``). The number of layers is not among them: a model cut to its
+        first layers, with its config's num_hidden_layers (and a per-layer projected_dim) cut to match, saves as
+        that model; each layer left keeps its k."""
+        fields = {name: getattr(self, name, None) for name in BUILT_FIELDS}
+        ks = [self.k_of_layer(i) for i in range(self.num_hidden_layers)] if self.projects_keys else []
+        return {**fields, "projected_dim": ks}
 
     def k_of_layer(self, layer_idx: int) -> int:
         """k for one layer (projected_dim may be a per-layer list)."""

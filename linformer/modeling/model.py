@@ -33,6 +33,7 @@ from .attention import (
     too_long,
 )
 from .configuration import SHARING, LinformerConfig, check_config_for_weights, check_local_path
+from .errors import ConfigError
 from .flex import check_available
 from .threads import capturing, fitted
 
@@ -203,6 +204,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
         # older path) is checked here, before a model is built from it
         config.validate_architecture()
         super().__init__(config, *args, **kwargs)
+        self._built_with = config.built_with()  # what its modules compute with, whatever the config says later
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """HF's save; where the model's code goes with it (``auto.register``, or a model loaded through that code),
@@ -210,6 +212,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
         an encoder, and a classifier's start): config.json names them and their modules are saved. The config is
         checked first, so a bad field writes nothing."""
         self.config.validate_architecture()
+        self._check_built_with()
         if self._auto_class is not None:
             here = Path(__file__).parent  # the package's modeling/, or the saved code this model was loaded from
             served = {auto: where for auto, where in SERVED_CLASSES.items()
@@ -225,6 +228,22 @@ class LinformerPreTrainedModel(PreTrainedModel):
                 if not target.exists() or not os.path.samefile(source, target):
                     shutil.copyfile(source, target)
         return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def _check_built_with(self) -> None:
+        """ConfigError naming each field the config changed after this model was built (``built_with``): the model
+        computes as it was built, so the saved config would describe another model (a reload computing otherwise, or
+        refusing the weights), where a field set before the build takes effect."""
+        built, now = self._built_with, self.config.built_with()
+        layers = self.config.num_hidden_layers
+        changed = {name: (was, now[name]) for name, was in built.items()
+                   if (was[:layers] if name == "projected_dim" else was) != now[name]}
+        if changed:
+            words = "; ".join(f"config.{name} is {new!r}, the model was built with {was!r}"
+                              for name, (was, new) in changed.items())
+            raise ConfigError(f"{words}: a field set after the model is built does not change it, so this save "
+                              "would write a config of another model. Set it back, or build the model with it "
+                              "(from_pretrained(<folder>, <field>=...) where that keeps the weights' meaning, or a "
+                              "new model from the config).")
 
     def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
         """HF's resize; ``new_num_tokens`` is the tokenizer's new size, so where the rows are padded past it (a

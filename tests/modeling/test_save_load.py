@@ -332,3 +332,27 @@ def test_a_config_passed_to_from_pretrained_keeps_full_attention_and_the_other_f
     (tmp_path / "saved" / "config.json").unlink()
     config.attention, config.length_policy = "linformer", "slice"
     assert LinformerModel.from_pretrained(tmp_path / "saved", config=config).config.length_policy == "slice"
+
+
+@pytest.mark.parametrize("field, value", [("length_policy", "resample"), ("exact_short_inputs", True),
+                                          ("local_window", 8), ("attention", "full"), ("projected_dim", 8)])
+def test_a_field_changed_after_the_model_is_built_is_refused_at_save_naming_it(tmp_path, field, value):
+    """model.config.<field> = ... after the build left the model computing as built, while save_pretrained wrote the
+    new value: a reload computed otherwise, or refused the weights. The save names the field and writes nothing;
+    set back, the model saves and reloads to the same outputs."""
+    import re
+
+    model = LinformerModel(tiny_config()).eval()
+    was = getattr(model.config, field)
+    setattr(model.config, field, value)
+    shown = ([value] * 2, [was] * 2) if field == "projected_dim" else (value, was)  # k of each layer
+    with pytest.raises(ConfigError, match=re.escape(f"config.{field} is {shown[0]!r}, the model was built with "
+                                                    f"{shown[1]!r}")):
+        model.save_pretrained(tmp_path / "saved")
+    assert not (tmp_path / "saved").exists()
+    setattr(model.config, field, was)
+    model.save_pretrained(tmp_path / "saved")
+    ids = torch.randint(3, 64, (1, 9))
+    with torch.no_grad():
+        again = LinformerModel.from_pretrained(tmp_path / "saved").eval()
+        assert torch.allclose(again(ids).last_hidden_state, model(ids).last_hidden_state, atol=1e-6)
