@@ -1150,3 +1150,39 @@ def test_a_runs_model_is_never_a_conversion_output_even_with_overwrite(tmp_path,
     with pytest.raises(OutputPathError, match=rf"^{model} is the {name}/ of the run {model.parent}, which that run's "
                                               r"records describe: choose another out_dir= \(overwrite=true never"):
         check_output_dir(model, made_by("convert", {"model_path": "x"}), overwrite=True, key="out_dir=")
+
+
+@pytest.mark.parametrize("where", ["gone", "inside"])
+def test_another_runs_model_is_refused_where_it_is_not_there_yet_and_below_it(tmp_path, where):
+    """The refusal held only where the run's model/ existed: an export into the model/ of a run that has none (a
+    finetuning keeps best/) wrote it, and the run then served those weights as its own; a folder inside another
+    run's model/ was written too (and that run's next export of its own model deleted it)."""
+    from linformer.files.outputs import check_output_dir
+
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 0\n")
+    if where == "inside":
+        (run / "model").mkdir()
+    out = run / "model" / ("sub" if where == "inside" else "")
+    export = made_by("export", {"run": str(tmp_path / "runs" / "r2"), "step": 4})
+    with pytest.raises(OutputPathError, match=r"(is|is inside) the model/ of the run .*records describe"):
+        check_output_dir(out, export, overwrite=True, key="--out")
+    check_output_dir(run / "model", made_by("export", {"run": str(run), "step": 4}), overwrite=True)  # its own
+
+
+def test_what_was_put_into_a_model_a_run_saved_is_never_deleted_by_its_export_overwrite(tmp_path):
+    """export <run> --out <run>/model --overwrite replaced the model the run's trainer saved (a manifest naming its
+    files, no command) whole, deleting the notes and folders the user had put beside them, without a word."""
+    from linformer.files.outputs import check_output_dir
+
+    model = tmp_path / "run" / "model"
+    model.mkdir(parents=True)
+    (model.parent / "config.yaml").write_text("seed: 0\n")
+    (model / MANIFEST).write_text(json.dumps({"entries": ["config.json"], "model_format": 2}))
+    (model / "config.json").write_text("{}")
+    own = made_by("export", {"run": str(model.parent), "step": 4})
+    check_output_dir(model, own, overwrite=True)  # the model alone: its own export replaces it
+    (model / "NOTES.md").write_text("mine")
+    with pytest.raises(OutputPathError, match=r"holds NOTES.md beside the run's own output"):
+        check_output_dir(model, own, overwrite=True)

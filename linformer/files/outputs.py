@@ -104,6 +104,12 @@ def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> t
     if not (names := sorted(p.name for p in path.iterdir())):
         return None, []
     manifest = read_json(path / MANIFEST)
+    if record is not None and not manifest.get("command") and isinstance(manifest.get("entries"), list):
+        # a model a run's trainer saved (its manifest names its files, no command): what was put beside them is the
+        # user's, which a command replacing that model (export --out <run>/model --overwrite) may not delete
+        added = _added_since(names, manifest["entries"])
+        if added:
+            return _beside(path, manifest, added), added
     if record is None or not manifest.get("command"):
         return f"is a directory with other content ({listing(names)})", []
     added = _added_since(names, manifest.get("entries"))
@@ -116,7 +122,7 @@ def output_dir_occupant(path: str | Path, record: Mapping[str, Any] | None) -> t
 def _beside(path: Path, manifest: Mapping[str, Any], added: list[str]) -> str:
     """The clause naming what was put beside an output (`added`: ``_added_since``): the first few names, and how
     many there are where more than one."""
-    own = f"{manifest.get('command')}'s own output, which it did not write"
+    own = f"{manifest.get('command') or 'the run'}'s own output, which it did not write"
     if len(added) == 1:
         return f"holds {added[0]} beside {own}"
     kinds = "files and folders" if any((path / n).is_dir() for n in added) else "files"
@@ -207,18 +213,20 @@ def check_output_dir(path: str | Path, record: Mapping[str, Any] | None, overwri
     setting that chose `path` (``check_writable``)."""
     check_not_read(path, reads, key, directory=True)
     check_writable(path, key=key)
+    choose = f"choose another {key}" if key else "choose another output path"
+    # where it is not there yet too: a run whose model/ is gone (or a finetuning's, which keeps best/) would take a
+    # model written there for its own (finetuning, predict and export from the run load it)
+    other_run = _a_runs_model(path, record)
+    if other_run:
+        raise OutputPathError(f"{path} {other_run}: {choose} ({flag} never replaces another run's model: that run "
+                              "would say it is complete, with the other model in its place).")
     what, added = output_dir_occupant(path, record)
     if not what:
         return
-    choose = f"choose another {key}" if key else "choose another output path"
     never = _no_output(path, record)
     if never:
         raise OutputPathError(f"{path} {never}: {choose} ({flag} replaces only an earlier output of this package, "
                               "one whose manifest.json names the command that wrote it).")
-    other_run = _a_runs_model(path, record)
-    if other_run:
-        raise OutputPathError(f"{path} {other_run}: {choose} ({flag} never replaces another run's model: that run "
-                              "would still say it is complete, with the other model in its place).")
     if added:  # the flag never deletes what the user (or another command) put into an output's folder
         raise OutputPathError(f"{path} {what}: move {'it' if len(added) == 1 else 'them'}"
                               f" elsewhere, or {choose} ({flag} replaces only what its manifest.json names, never what "
@@ -260,13 +268,19 @@ def _a_runs_model(path: str | Path, record: Mapping[str, Any] | None) -> str | N
     best/ (the folder beside its config.yaml), unless `record` is an export of that run (its settings' run). Replaced,
     the run would still say it is complete, its manifest's checksums rewritten to the other model's, and a command
     started from it would train another model under its name. `record` None: the run's own trainer choosing it."""
+    if record is None:
+        return None
     real = Path(os.path.realpath(path))
-    if record is None or real.name not in (MODEL_DIR, BEST_DIR) or not (real.parent / CONFIG).is_file():
+    # the folder itself, or one inside it: the run's next export --overwrite of its own model would delete it
+    model = next((p for p in (real, *real.parents) if p.name in (MODEL_DIR, BEST_DIR) and (p.parent / CONFIG).is_file()),
+                 None)
+    if model is None:
         return None
     run = (record.get("settings") or {}).get("run")
-    if run and Path(os.path.realpath(str(run))) == real.parent:
+    if model == real and run and Path(os.path.realpath(str(run))) == model.parent:
         return None
-    return f"is the {real.name}/ of the run {real.parent}, which that run's records describe"
+    where = "is" if model == real else "is inside"
+    return f"{where} the {model.name}/ of the run {model.parent}, which that run's records describe"
 
 
 def check_output_files(paths: list[str | Path], record: Mapping[str, Any], overwrite: bool = False,

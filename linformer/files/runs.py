@@ -23,6 +23,9 @@ MODEL_DIR = "model"                    # the model a run saves at its end
 BEST_DIR = "best"                      # finetuning: the model its validation chose
 CHECKPOINTS_DIR = "checkpoints"        # train/checkpoint.py's step-NNNNNNNN folders
 WANDB_DIR = "wandb"                    # wandb's own folder, in a run directory
+# what a run keeps in its folder: a command that reads the run writes none of them (predict's --output)
+RUN_RECORDS = (CONFIG, RUN, METRICS, SUMMARY, RESULTS, PREDICTIONS, LOCK, MODEL_DIR, BEST_DIR, CHECKPOINTS_DIR,
+               WANDB_DIR)
 # A stage's Hydra sweep folder, beside its single runs (configs/<stage>.yaml: hydra.run.dir <stage>/<name>,
 # hydra.sweep.dir <stage>/multirun): no run, tokenizer or corpus may take its name
 HYDRA_SWEEP_DIR = "multirun"

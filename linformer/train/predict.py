@@ -31,7 +31,7 @@ from ..devices import resolve_device
 from ..errors import ConfigError, MissingFileError, TaskDataError
 from ..files.locations import resolve_path
 from ..files.mappings import read_json
-from ..files.runs import BEST_DIR, CONFIG, RESULTS
+from ..files.runs import BEST_DIR, CONFIG, RESULTS, RUN_RECORDS
 from ..modeling.card import SIDECAR, read_card_info
 from ..modeling.convert import classifier_config
 from ..modeling.loading import check_tokenizer_fits, load_pretrained, max_tokens, resolve_model_path, weights_sha256
@@ -148,13 +148,14 @@ def input_length(recorded: Recorded, n: int, given: int | None, key: str, texts:
 
 
 def what_predict_reads(model_dir: str, input_path: str) -> list[str]:
-    """What predict reads, which its --output may neither be nor lie inside, overwrite or not: the --input file, the
-    model folder `model_dir` resolves to (a run's model/ or best/, checked), and the records of the run above it
-    (config.yaml, results.json), which say how the model was finetuned (``recorded_training``); a new file beside
-    them in the run's folder (its predictions) replaces nothing read."""
+    """What predict reads or leaves to its run, which its --output may neither be nor lie inside, overwrite or not:
+    the --input file, the model folder `model_dir` resolves to (a run's model/ or best/, checked), and the records of
+    the run above it (``RUN_RECORDS``: its config.yaml and results.json say how the model was finetuned,
+    ``recorded_training``; its run.json, metrics and checkpoints are the run's, which a prune or resume reads); a new
+    file beside them in the run's folder (its predictions) replaces nothing."""
     model = str(resolve_model_path(model_dir, "model_dir"))
     run = Path(model).parent
-    return [input_path, model, *([str(run / CONFIG), str(run / RESULTS)] if (run / CONFIG).is_file() else [])]
+    return [input_path, model, *([str(run / name) for name in RUN_RECORDS] if (run / CONFIG).is_file() else [])]
 
 
 def load_classifier_dir(given: str, text_columns: tuple[str, ...] | None = None, device: str = "auto",

@@ -240,6 +240,12 @@ def test_an_output_inside_the_model_or_run_it_reads_is_refused_even_with_overwri
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2 and len(lines) == 1 and "which this command reads" in lines[0], lines
     assert target.read_bytes() == before
+    for record in (run / "run.json", run / "checkpoints" / "preds.jsonl"):  # the run's, which prune and resume read
+        record.parent.mkdir(exist_ok=True)
+        record.write_text("{}")
+        assert run_script("predict", [str(run / "best"), "--input", str(source), "--output", str(record),
+                                      "--overwrite"], monkeypatch) == 2
+        assert record.read_text() == "{}"
     beside = run / "predictions.jsonl"  # a new file in the run's folder replaces nothing predict reads
     assert run_script("predict", [str(run / "best"), "--input", str(source), "--output", str(beside)],
                       monkeypatch) == 0
