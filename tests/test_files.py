@@ -1114,6 +1114,25 @@ def test_a_rewritten_file_keeps_its_permissions_and_a_new_one_gets_the_umask_s(t
         os.umask(mask)
 
 
+def test_a_run_over_a_wheel_records_its_paths_whole_so_they_read_from_any_folder(tmp_path, monkeypatch):
+    """Over a wheel the root is the working directory: a path typed absolute was recorded relative to it
+    (demo/data/tokenizers/...), and an export started from another folder found nothing there."""
+    from linformer.data.io import local_path, record_path
+    from linformer.files import locations
+
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    monkeypatch.setattr(locations, "__file__", str(site / "linformer" / "files" / "locations.py"))
+    (tmp_path / "work" / "data" / "tok").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("LINFORMER_DATA_MIRROR", str(tmp_path / "mirror"))
+    tok = tmp_path / "work" / "data" / "tok"
+    assert record_path(str(tok)) == str(tok) and record_path("data/tok") == str(tok)
+    assert locations.repo_relative(tok) == str(tok)
+    assert record_path("bert-base-uncased") == "bert-base-uncased"  # a hub name, no folder of that name here
+    monkeypatch.chdir(tmp_path)
+    assert local_path(record_path(str(tok))) == str(tok)
+
+
 def test_a_wheel_installed_into_a_venv_inside_a_clone_is_not_that_clone(tmp_path, monkeypatch):
     """`cd clone && python -m venv .venv && .venv/bin/pip install .`: clone_root walked up from site-packages, found
     the clone's pyproject.toml and linformer/, and relative paths resolved against the clone instead of the working

@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from ..configs import compose, config_file, no_config
 from ..errors import CheckpointError, ConfigError, CorpusError, HubOfflineError, MissingFileError, first_line
 from ..files.hashing import HashingReader, file_state, sha256_file
-from ..files.locations import relative_to, repo_relative, resolve_path
+from ..files.locations import clone_root, relative_to, repo_relative, resolve_path
 from ..files.mappings import read_json
 from ..files.outputs import MANIFEST, listing
 from ..logfile import say
@@ -78,12 +78,15 @@ def record_path(path: str | os.PathLike) -> str:
     (``rundir.identity``) and a committed record says nothing of the machine that made it: an absolute path under
     the data mirror as ``${paths.data_mirror}/<its path there>``, under the repository relative to it
     (``locations.repo_relative``), under both by the deeper of the two (a mirror carried into the checkout), elsewhere
-    as it is. A relative path, which the package reads from the repository, and a hub name are kept as given, and
+    as it is. A relative path, which the package reads from the repository, and a hub name are kept as given (over a
+    wheel a relative path that names a file or folder is made absolute: no clone anchors it), and
     so is a record's path already in this form (``recorded_paths`` applies this to an older record, absolute).
     ``local_path`` reads it back."""
     text = str(path)
     if not os.path.isabs(text):
-        return text
+        # over a wheel a relative path is the working directory's: a record read from another folder needs it whole
+        # (one that names nothing here, a hub name's say, is kept as given)
+        return resolve_path(text) if clone_root() is None and os.path.exists(text) else text
     p, mirror = Path(text).resolve(), Path(default_data_mirror()).resolve()
     in_repo = repo_relative(p)
     if not p.is_relative_to(mirror) or (not os.path.isabs(in_repo) and

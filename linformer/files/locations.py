@@ -58,9 +58,10 @@ def script(name: str, start: str | os.PathLike | None = None) -> str:
 
 def repo_relative(path: str | os.PathLike) -> str:
     """`path` relative to the repository when it lies under it, else as an absolute path: how a committed record
-    names a run or file, so that it reads the same on every checkout (``resolve_path`` reads it back)."""
-    p = Path(os.path.expanduser(str(path))).resolve()
-    return str(p.relative_to(repo_root())) if p.is_relative_to(repo_root()) else str(p)
+    names a run or file, so that it reads the same on every checkout (``resolve_path`` reads it back). Over a wheel
+    (no clone) absolute: relative to the working directory, it would name nothing from another folder."""
+    p, root = Path(os.path.expanduser(str(path))).resolve(), repo_root()
+    return str(p.relative_to(root)) if clone_root() is not None and p.is_relative_to(root) else str(p)
 
 
 def seen_by_git(path: str | os.PathLike) -> bool:
