@@ -49,6 +49,7 @@ from .ids import TokenIds, read_token_ids
 from .io import (
     CORPUS_LAYOUT,
     SourceText,
+    check_hub_texts,
     checked_lines,
     load_hub_text,
     local_path,
@@ -731,6 +732,7 @@ def prepare_corpus(
     # each source read once before the build: its sha256, its text's size and lone CRs (the cache key's), a .gz
     # file decompressed and checked to its end
     srcs = source_texts(sources, read=True)
+    check_hub_texts(srcs)
     inputs |= text_states(srcs)
     has_hub = any(s.hub for s in srcs)
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)

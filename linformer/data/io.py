@@ -481,28 +481,36 @@ def is_hub_source(source: str) -> bool:
 
 
 def hub_source(source: str) -> tuple[str, str | None]:
-    """(name, config) of the corpus source hf:<name>[:<config>]; HubOfflineError at once where the hub is off."""
+    """(name, config) of the corpus source hf:<name>[:<config>]. Nothing is asked of the hub: a prepared corpus compares
+    a hub source by this name alone, offline too; the dataset is loaded where it is read (``load_hub_text``)."""
     name, _, config = source[len(HUB_PREFIX):].partition(":")
-    if hub_offline():
-        raise hub_offline_error(name)
     return name, config or None
 
 
 def load_hub_text(source: str):
     """The train split of the hub dataset `source` (hf:<name>[:<config>]), which must have a `text` column: one
-    document per row. A dataset the hub does not give (no network, no such name, no access) is a HubOfflineError in
-    one line naming the source."""
+    document per row. Offline (``hub_offline``) datasets reads it from its cache or a local folder; a dataset it cannot
+    give (not cached offline, no network, no such name, no access) is a HubOfflineError in one line naming the source
+    (``hub_load_error``)."""
     import datasets
 
     name, config = hub_source(source)
     try:
         ds = datasets.load_dataset(name, config, split="train")
     except Exception as err:  # network, auth or unknown name: datasets raises many kinds, each the user's to fix
-        raise HubOfflineError(f"hub dataset {source!r} could not be loaded ({first_line(err, named=True)}): check the "
-                              f"name and the network, or use local {CORPUS_LAYOUT}") from err
+        raise hub_load_error(source, err, f"give local {CORPUS_LAYOUT} in data.sources") from err
     if "text" not in ds.column_names:
         raise CorpusError(f"hub dataset {source!r} has no 'text' column (columns: {ds.column_names})")
     return ds
+
+
+def check_hub_texts(srcs) -> None:
+    """Where the hub is off (``hub_offline``), each hub source of `srcs` (``SourceText``) loaded now, from the datasets
+    cache or a local folder: one that is not there is refused before a build reads any other source, not after."""
+    if hub_offline():
+        for s in srcs:
+            if s.hub:
+                load_hub_text(s.given)
 
 
 def hub_lines(ds) -> Iterator[str]:
@@ -513,16 +521,21 @@ def hub_lines(ds) -> Iterator[str]:
 
 
 def hub_offline() -> bool:
-    """True when HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set: a hub dataset then fails before any download."""
+    """True when HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set: datasets then downloads nothing, and reads a hub dataset
+    from its cache alone."""
     return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
-def hub_offline_error(name: str) -> HubOfflineError:
-    return HubOfflineError(
-        f"hub dataset {name!r} requested but the hub is unreachable here (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE "
-        "is set). Use local files instead, e.g. the mirror under paths.data_mirror, or unset the offline "
-        "variables on a machine with network access."
-    )
+def hub_load_error(name: str, err: Exception, local: str) -> HubOfflineError:
+    """The one error of a hub dataset `name` (with its config) that datasets could not load (`err`): offline, that it
+    is not in the datasets cache; else datasets' reason. `local` says which local files to give instead."""
+    if hub_offline():
+        return HubOfflineError(
+            f"hub dataset {name!r} is not in the datasets cache, and HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set, so it "
+            f"is not downloaded ({first_line(err)}): {local}, or load it once where the hub is reachable (without "
+            "the offline variables) so that it is cached")
+    return HubOfflineError(f"hub dataset {name!r} could not be loaded ({first_line(err, named=True)}): check the name "
+                           f"and the network, or {local}")
 
 
 def load_auto(auto_class, name_or_path: str | os.PathLike, **kwargs):
@@ -563,7 +576,7 @@ class SourceText:
 
 def source_texts(sources: list[str], read: bool = False, hashed: bool = True) -> list[SourceText]:
     """Each text `sources` give, in order: a file (of a path or glob) with its absolute path and sha256, a hub source
-    by its name (offline: refused now, ``io.hub_source``); a text given twice is refused (``io.refuse_repeated_texts``).
+    by its name (nothing asked of the hub: ``check_hub_texts`` loads it where a build needs it); a text given twice is refused (``io.refuse_repeated_texts``).
     What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``). With
     `read`, each file's sha256, text bytes and lone CR are taken in one read of it (``read_source``, a .gz file
     decompressed and checked), else its sha256 alone (``hashing.sha256_file``); without `hashed`, not even that (its

@@ -1,7 +1,7 @@
 """The readers of a task's files: GLUE tsv, csv, the mirror's IMDB CSVs or the original aclImdb folders, or, with
-`data_dir=None`, the Hugging Face hub (fails fast offline). A malformed row is a TaskDataError naming the file and
-line, or is skipped and counted with skip_bad_rows; a malformed file (not UTF-8 text, a header naming a column
-twice, a quote never closed) is a TaskDataError naming the file and line."""
+`data_dir=None`, the Hugging Face hub (offline: the datasets cache alone). A malformed row is a TaskDataError naming
+the file and line, or is skipped and counted with skip_bad_rows; a malformed file (not UTF-8 text, a header naming a
+column twice, a quote never closed) is a TaskDataError naming the file and line."""
 
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import ConfigError, HubOfflineError, MissingFileError, TaskDataError, first_line
+from ..errors import ConfigError, MissingFileError, TaskDataError
 from .io import (
     compressed_advice,
     first_utf8_line,
-    hub_offline,
-    hub_offline_error,
+    hub_load_error,
     line_bodies,
     mirror_note,
     not_utf8_advice,
@@ -498,7 +497,7 @@ def row_place(name: str, data_dir: str | None, split: str, row: int) -> str:
     file and line of a tsv or csv row, an aclImdb review's file, a hub dataset's row."""
     task_spec = get_task(name)
     if data_dir is None:
-        return f"hub dataset {task_spec.hub_name!r} split {task_spec.hub_splits[split]} row {row}"
+        return f"{_hub_split(task_spec, split)} row {row}"
     path = Path(data_dir) / task_spec.files[split]
     folder = _aclimdb(Path(data_dir), task_spec.files[split]) if task_spec.format == "imdb" else None
     if not path.is_file() and folder is not None:
@@ -514,21 +513,31 @@ def _read_csv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_row
     return _csv_task_rows(path, task_spec, skip_bad_rows)
 
 
-def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
+def _hub_split(task_spec: TaskSpec, split: str) -> str:
+    """Split `split` (train or eval) of the task's hub dataset, as the errors about it name it."""
+    return f"hub dataset {task_spec.hub_name!r} split {task_spec.hub_splits[split]}"
+
+
+def _load_hub(task_spec: TaskSpec, split: str):
+    """Split `split` (train or eval) of the task's hub dataset. Offline (``io.hub_offline``) datasets reads it from its
+    cache alone; one it cannot give is a HubOfflineError in one line (``io.hub_load_error``) saying which local files to
+    give instead."""
     if not task_spec.hub:
         raise ConfigError(f"task.data_dir=null: task {task_spec.name} has no hub dataset; set task.data_dir to the "
                           f"folder of its files ({task_spec.layout()})")
-    name = task_spec.hub_name
-    if hub_offline():
-        raise hub_offline_error(name)
     import datasets
 
     try:
         ds = datasets.load_dataset(*task_spec.hub, split=task_spec.hub_splits[split])
-    except Exception as e:
-        why = first_line(e)
-        raise HubOfflineError(f"could not load hub dataset {name!r} for task {task_spec.name} ({why}): set "
-                              f"task.data_dir to local files ({task_spec.layout()}), or check the network") from e
+    except Exception as e:  # network, auth, unknown name, not cached offline: datasets raises many kinds
+        raise hub_load_error(task_spec.hub_name, e, f"set task.data_dir to local files of task {task_spec.name} "
+                                                    f"({task_spec.layout()})") from e
+    return ds
+
+
+def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
+    ds = _load_hub(task_spec, split)
+    where = _hub_split(task_spec, split)
     texts = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
     clean = TEXT_CLEANING.get(task_spec.format)
     if clean is not None:
@@ -537,8 +546,7 @@ def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> t
     skipped = 0
     for i, label in enumerate(ds["label"]):  # an empty text is a bad row here too (GLUE's QQP has a few)
         row = {f: texts[f][i] or "" for f in texts}  # as the hub gives them: a text's spaces are its own
-        if not _texts_fit({f: text.strip() for f, text in row.items()},
-                          f"hub dataset {name!r} split {task_spec.hub_splits[split]} row {i}", skip_bad_rows):
+        if not _texts_fit({f: text.strip() for f, text in row.items()}, f"{where} row {i}", skip_bad_rows):
             skipped += 1
             continue
         _add_row(cols, row, label, i)
@@ -579,10 +587,14 @@ def check_task_data(name: str, data_dir: str | Path | None, splits: tuple[str, .
     empty, a header with the spec's columns, and a row after it; a TaskDataError naming the file (and the spec's key
     for a column it lacks) otherwise. Only the header and the first row are read (milliseconds): the rows themselves
     (labels, fields, texts) are checked as the split is read, and a run whose tokenized split is cached reads none.
-    Hub data (`data_dir` None) and aclImdb folders are checked as they are read."""
-    if data_dir is None:
-        return
+    Hub data (`data_dir` None) is loaded (``_load_hub``: offline from the datasets cache alone, where one not cached is
+    refused now; else downloaded once, and read from the cache after); aclImdb folders are checked as they are
+    read."""
     task_spec = get_task(name)
+    if data_dir is None:
+        for split in splits:
+            _load_hub(task_spec, split)
+        return
     check_task_dir(name, data_dir, splits)
     for split in splits:
         path = Path(data_dir) / task_spec.files[split]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError, did_you_mean
 from ..files.names import folder_name
+from .io import hub_offline
 from .metrics import check_metrics, score
 
 
@@ -95,6 +96,9 @@ class TaskSpec:
         """Where else the task's data can come from, for a message about files that are not there."""
         if not self.hub:
             return f" (task {self.name} has no hub dataset: task.data_dir must name its files)"
+        if hub_offline():  # the hub would be refused too, unless datasets has it cached
+            return (f"; task.data_dir=null reads {self.hub_name} from the datasets cache alone here "
+                    "(HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set)")
         return f"; or task.data_dir=null to read {self.hub_name} from the Hugging Face hub"
 
     @property

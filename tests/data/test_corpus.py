@@ -1612,3 +1612,25 @@ def test_a_killed_build_s_leftovers_that_cannot_be_removed_do_not_stop_a_reuse(p
     _read_only(monkeypatch, out)
     again = prepare_corpus([str(corpus_file)], tok_dir, str(out), n=N, val_fraction=0.1, num_proc=1)
     assert again == m and all(left.exists() for left in leftovers)
+
+
+def test_a_hub_corpus_is_prepared_and_checked_offline_where_nothing_is_downloaded(tmp_path, tok_dir, corpus_file,
+                                                                                 monkeypatch):
+    """HF_HUB_OFFLINE/HF_DATASETS_OFFLINE (the Makefile's and the GPU recipe's default) refused every hf: source at
+    once: a dataset datasets reads offline (a local folder, its cache) could not be prepared, and a corpus prepared
+    from the hub could not be pretrained on offline, though its start compares a hub source by its name alone."""
+    import datasets
+
+    for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(v, "1")
+    (tmp_path / "hub/data").mkdir(parents=True)
+    docs = corpus_file.read_text(encoding="utf-8").split("\n\n")
+    datasets.Dataset.from_dict({"text": docs}).to_parquet(tmp_path / "hub/data/train.parquet")
+    source = f"hf:{tmp_path / 'hub'}"
+    out = str(tmp_path / "hubc")
+    prepare_corpus([source], tok_dir, out, n=8, num_proc=1)
+    assert load_prepared(out)["train"].num_rows > 0
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("the check asked datasets"))
+    corpus_mod.check_corpus_settings(out, {"name": "hubc", "sources": [source]})
+    with pytest.raises(CorpusError, match=r"texts it was not made from: hf:elsewhere"):
+        corpus_mod.check_corpus_settings(out, {"name": "hubc", "sources": ["hf:elsewhere"]})

@@ -273,11 +273,8 @@ def test_an_empty_hub_question_is_a_bad_row_as_in_the_task_files(monkeypatch):
     pairs without a word, where the same rows in train.tsv are bad rows. Hub rows follow the files' rule."""
     import datasets
 
-    from linformer.data import task_readers
-
     rows = {"question1": ["how?", " what? ", "why?"], "question2": ["how so?", "what then?", "  "],
             "label": [1, 0, 1]}
-    monkeypatch.setattr(task_readers, "hub_offline", lambda: False)
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, split: datasets.Dataset.from_dict(rows))
     with pytest.raises(TaskDataError, match=r"^hub dataset 'glue/qqp' split train row 2: empty text in column "
                                             r"question2: .*task.skip_bad_rows=true"):
@@ -530,7 +527,9 @@ def test_bad_label(qnli_dir, tokenizer):
     assert skipped == 1 and len(cols["labels"]) == 4
 
 
-def test_missing_files(tmp_path, qnli_dir, tokenizer):
+def test_missing_files(tmp_path, qnli_dir, tokenizer, monkeypatch):
+    for v in OFFLINE_VARS:  # where the hub is reachable (offline: test_the_missing_files_error_offers_the_hub_only_online)
+        monkeypatch.delenv(v, raising=False)
     (qnli_dir / "train.tsv").unlink()
     with pytest.raises(FileNotFoundError, match=r"qnli/train.tsv not found: task qnli expects .*dev.tsv.*question.*"
                                                 r"; or task.data_dir=null to read glue/qnli from the Hugging Face hub$"):
@@ -1450,7 +1449,6 @@ def test_a_task_file_s_mistakes_are_named_with_the_file_and_the_spec_key_before_
     _write(tmp_path / "sst2/dev.tsv", "sentence\tlabel\n", [("a", "1")])
     with pytest.raises(TaskDataError, match=r"lacks columns \['label'\]; expected"):  # the package's: no spec key
         task_readers.check_task_data("sst2", tmp_path / "sst2")
-    task_readers.check_task_data("qqp", None)  # the hub: checked as it is read
 
 
 def test_a_format_registered_in_the_readers_table_is_read_and_checked_by_its_entry(tmp_path, monkeypatch):
@@ -1625,3 +1623,66 @@ def test_long_texts_are_cut_before_tokenizing_to_the_same_ids(kind, tok_dir):
             assert got["input_ids"] == want["input_ids"], (kind, max_length, fields)
     # no call was given a whole long text, but the unbroken word where WordPiece reads one [UNK] whatever its length
     assert given & set(texts[:-1]) == ({texts[1]} if kind == "MiniLM WordPiece" else set())
+
+
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def _hub_folder(folder, columns: dict, names=("negative", "positive")):
+    """A local hub-style dataset (train and validation parquet files) as datasets reads a folder: `columns` with a
+    ClassLabel label of `names` (None: the label column as given)."""
+    import datasets
+
+    features = None
+    if names is not None and "label" in columns:
+        features = datasets.Features({**{c: datasets.Value("string") for c in columns if c != "label"},
+                                      "label": datasets.ClassLabel(names=list(names))})
+    (folder / "data").mkdir(parents=True)
+    for split in ("train", "validation"):
+        datasets.Dataset.from_dict(columns, features=features).to_parquet(folder / "data" / f"{split}.parquet")
+    return str(folder)
+
+
+def test_a_hub_task_in_the_datasets_cache_is_read_offline(tmp_path, monkeypatch, tokenizer):
+    """HF_HUB_OFFLINE/HF_DATASETS_OFFLINE (set by the Makefile and the GPU recipe) refused every hub task at once,
+    though datasets reads a cached dataset offline (HF's offline mode). Now datasets is asked: glue/sst2 in a cache
+    built here is read, and one not cached is one error naming task.data_dir's files, not the mirror."""
+    import json
+    import shutil
+
+    import datasets
+
+    for v in OFFLINE_VARS:
+        monkeypatch.setenv(v, "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+    source = _hub_folder(tmp_path / "src", {"sentence": ["bad", "good", "fine"], "label": [0, 1, 1]})
+    datasets.load_dataset(source)  # builds src's cache entry, then made glue/sst2's as the hub's download is
+    [built] = [p for p in (tmp_path / "cache/src/default/0.0.0").iterdir() if p.is_dir()]
+    dest = tmp_path / "cache/glue/sst2/0.0.0" / built.name
+    shutil.copytree(built, dest)
+    for f in dest.glob("src-*.arrow"):
+        f.rename(dest / f.name.replace("src-", "glue-"))
+    info = json.loads((dest / "dataset_info.json").read_text())
+    (dest / "dataset_info.json").write_text(json.dumps({**info, "builder_name": "glue", "config_name": "sst2",
+                                                        "dataset_name": "glue"}))
+    shutil.rmtree(tmp_path / "src")
+    task_readers.check_task_data("sst2", None)
+    cols, skipped = read_task_split("sst2", None, "eval")
+    assert cols == {"sentence": ["bad", "good", "fine"], "labels": [0, 1, 1], "_row": [0, 1, 2]} and skipped == 0
+    with pytest.raises(HubOfflineError) as err:  # before the model loads: finetuning checks the data first
+        task_readers.check_task_data("qqp", None)
+    msg = str(err.value)
+    assert "'glue/qqp' is not in the datasets cache" in msg and "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set" in msg
+    assert "set task.data_dir to local files of task qqp" in msg and "question1 question2 is_duplicate" in msg
+    assert "mirror" not in msg and "unreachable" not in msg and "\n" not in msg
+
+
+def test_the_missing_files_error_offers_the_hub_only_online(tmp_path, monkeypatch):
+    for v in OFFLINE_VARS:
+        monkeypatch.delenv(v, raising=False)
+    with pytest.raises(FileNotFoundError, match="task.data_dir=null to read glue/qnli from the Hugging Face hub$"):
+        read_task_split("qnli", str(tmp_path), "train")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError) as err:
+        read_task_split("qnli", str(tmp_path), "train")
+    assert "Hugging Face hub" not in str(err.value) and "datasets cache alone" in str(err.value)

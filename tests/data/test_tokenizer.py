@@ -527,7 +527,7 @@ def test_a_vocabulary_smaller_than_asked_is_said_with_its_reason(corpus_file, tm
 
 def test_hub_sources_train_a_tokenizer_as_prepare_corpus_reads_them(tmp_path, monkeypatch, capsys):
     """hf:<name>[:<config>] sources are kept as given by the tokenizer's config (not made repo paths), refused at once
-    offline, and read as prepare_corpus reads them (the `text` column, a document per row)."""
+    offline where the datasets cache lacks them (naming the config and the local files to give instead), and read as prepare_corpus reads them (the `text` column, a document per row)."""
     import datasets
 
     from linformer.configs import compose
@@ -537,7 +537,9 @@ def test_hub_sources_train_a_tokenizer_as_prepare_corpus_reads_them(tmp_path, mo
 
     spec = TokenizerSpec.read(compose("tokenizer", ["data.sources=[hf:wikitext:wikitext-2-raw-v1]"]))
     assert spec.files == ["hf:wikitext:wikitext-2-raw-v1"]
-    with pytest.raises(HubOfflineError, match="'wikitext'.*OFFLINE"):
+    with pytest.raises(HubOfflineError, match=r"'hf:wikitext:wikitext-2-raw-v1' is not in the datasets cache, and "
+                                              r"HF_HUB_OFFLINE.* give local plain text files \(.txt or .txt.gz\).* in "
+                                              r"data.sources"):
         train_tokenizer(spec.files, str(tmp_path / "t"), show_progress=False)
     rows = {"text": ["the river runs by the old castle\nin winter", "", "a letter from the village doctor"]}
     monkeypatch.setattr(io, "hub_offline", lambda: False)

@@ -270,7 +270,7 @@ def test_a_hub_that_cannot_be_reached_is_one_error_not_a_traceback(monkeypatch):
     import datasets
     import transformers
 
-    from linformer.data import task_readers
+    from linformer.data import io, task_readers
     from linformer.data.tokenizer import load_tokenizer
     from linformer.errors import CheckpointError, HubOfflineError
     from linformer.modeling.loading import resolve_model_path
@@ -282,10 +282,11 @@ def test_a_hub_that_cannot_be_reached_is_one_error_not_a_traceback(monkeypatch):
     with pytest.raises(HubOfflineError, match=r"^model_path='user/model' is not a folder here, and its tokenizer "
                                               r"could not be read from the hub \(We couldn't connect"):
         load_tokenizer("user/model", "model_path")
-    monkeypatch.setattr(task_readers, "hub_offline", lambda: False)
+    monkeypatch.setattr(io, "hub_offline", lambda: False)
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("no route")))
-    with pytest.raises(HubOfflineError, match=r"could not load hub dataset 'glue/sst2' for task sst2 \(no route\): "
-                                              r"set task.data_dir to local files"):
+    with pytest.raises(HubOfflineError, match=r"hub dataset 'glue/sst2' could not be loaded \(ConnectionError: no "
+                                              r"route\): check the name and the network, or set task.data_dir to "
+                                              r"local files of task sst2"):
         task_readers.read_task_split("sst2", None, "train")
     with pytest.raises(CheckpointError, match=r"^model_path='outputs/no-such-run-here' .* holds no model"):
         resolve_model_path("outputs/no-such-run-here")
