@@ -27,7 +27,7 @@ from .io import (
     not_utf8_advice,
     utf16_advice,
 )
-from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task
+from .tasks import BUILT_IN, TEXT_CLEANING, TaskSpec, clean_imdb, get_task, labels_match
 
 # csv's own cap on a field, 131,072 characters, would refuse a long document (the inputs a Linformer is for): a field
 # is held whole in memory whatever the cap, so the cap is the largest csv takes on every platform (a C long of 32
@@ -59,6 +59,12 @@ def _label_id(raw: str, task_spec: TaskSpec, where: str, skip_bad_rows: bool = F
     raw = raw.strip()
     if raw in task_spec.raw_labels:
         return task_spec.raw_labels.index(raw)
+    if raw.isascii() and raw.isdigit() and int(raw) < task_spec.num_labels:
+        # a file written from the hub's columns (ClassLabel ids): every row is such, so skipping them would leave none
+        ids = ", ".join(f"{i} = {name}" for i, name in enumerate(task_spec.raw_labels))
+        raise TaskDataError(f"{where}: label {raw!r} is a label id: the file writes label ids where task "
+                            f"{task_spec.name}'s files write the labels {list(task_spec.raw_labels)}; write each id's "
+                            f"label instead ({ids})")
     if skip_bad_rows:
         return None
     raise TaskDataError(f"{where}: label {raw!r} is not in the {task_spec.name} label set {list(task_spec.raw_labels)}"
@@ -513,15 +519,20 @@ def _read_csv(data_dir: Path, split_file: str, task_spec: TaskSpec, skip_bad_row
     return _csv_task_rows(path, task_spec, skip_bad_rows)
 
 
+# the label column of a hub dataset (TaskSpec.hub_fields name its text columns)
+HUB_LABEL = "label"
+
+
 def _hub_split(task_spec: TaskSpec, split: str) -> str:
     """Split `split` (train or eval) of the task's hub dataset, as the errors about it name it."""
     return f"hub dataset {task_spec.hub_name!r} split {task_spec.hub_splits[split]}"
 
 
 def _load_hub(task_spec: TaskSpec, split: str):
-    """Split `split` (train or eval) of the task's hub dataset. Offline (``io.hub_offline``) datasets reads it from its
-    cache alone; one it cannot give is a HubOfflineError in one line (``io.hub_load_error``) saying which local files to
-    give instead."""
+    """Split `split` (train or eval) of the task's hub dataset, with the spec's columns (hub_fields and label). Offline
+    (``io.hub_offline``) datasets reads it from its cache alone; one it cannot give is a HubOfflineError in one line
+    (``io.hub_load_error``) saying which local files to give instead; a column it lacks is a TaskDataError naming
+    those it has."""
     if not task_spec.hub:
         raise ConfigError(f"task.data_dir=null: task {task_spec.name} has no hub dataset; set task.data_dir to the "
                           f"folder of its files ({task_spec.layout()})")
@@ -532,24 +543,62 @@ def _load_hub(task_spec: TaskSpec, split: str):
     except Exception as e:  # network, auth, unknown name, not cached offline: datasets raises many kinds
         raise hub_load_error(task_spec.hub_name, e, f"set task.data_dir to local files of task {task_spec.name} "
                                                     f"({task_spec.layout()})") from e
+    where = _hub_split(task_spec, split)
+    lacks = [c for c in (*task_spec.hub_fields, HUB_LABEL) if c not in ds.column_names]
+    if lacks:
+        raise TaskDataError(f"{where} lacks the columns {lacks} (its columns: {ds.column_names}): task "
+                            f"{task_spec.name} reads its texts from hub_fields {list(task_spec.hub_fields)} and its "
+                            f"labels from {HUB_LABEL!r}")
     return ds
+
+
+def _hub_label_ids(ds, task_spec: TaskSpec, where: str) -> Callable[[object], int | None]:
+    """How a label of hub dataset `ds` (`where` names it) becomes the spec's label id: the dataset's ClassLabel ids
+    as they are where its names are label_names in the same order, mapped by name where in another order; a
+    TaskDataError where they name other labels. A value that is not an int id in range(num_labels) (a test split's -1,
+    a string) gives None: a bad row."""
+    feature = ds.features[HUB_LABEL]
+    ids = range(task_spec.num_labels)
+    names = list(getattr(feature, "names", None) or [])
+    if names and labels_match(names, task_spec.label_names):
+        return lambda v: v if type(v) is int and v in ids else None
+    if names and sorted(n.lower() for n in names) == sorted(n.lower() for n in task_spec.label_names):
+        to_spec = [[n.lower() for n in task_spec.label_names].index(n.lower()) for n in names]
+        return lambda v: to_spec[v] if type(v) is int and v in ids else None
+    if names:
+        raise TaskDataError(f"{where}: its label column names the labels {names}, task {task_spec.name}'s label_names "
+                            f"are {list(task_spec.label_names)}: give the spec the dataset's label names")
+    return lambda v: v if type(v) is int and v in ids else None
 
 
 def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
     ds = _load_hub(task_spec, split)
     where = _hub_split(task_spec, split)
+    label_id = _hub_label_ids(ds, task_spec, where)
     texts = {f: list(ds[h]) for f, h in zip(task_spec.text_fields, task_spec.hub_fields)}
     clean = TEXT_CLEANING.get(task_spec.format)
     if clean is not None:
         texts["text"] = [clean(t) for t in texts["text"]]
     cols = _columns(texts)
     skipped = 0
-    for i, label in enumerate(ds["label"]):  # an empty text is a bad row here too (GLUE's QQP has a few)
+    for i, raw in enumerate(ds[HUB_LABEL]):  # an empty text is a bad row here too (GLUE's QQP has a few)
         row = {f: texts[f][i] or "" for f in texts}  # as the hub gives them: a text's spaces are its own
+        label = label_id(raw)
+        if label is None:
+            if not skip_bad_rows:
+                unlabelled = " (a split without labels, as GLUE's test splits are, cannot be trained or scored on)"
+                raise TaskDataError(f"{where} row {i}: label {raw!r} is not a label id of task {task_spec.name} (an "
+                                    f"int in 0..{task_spec.num_labels - 1}: {list(task_spec.label_names)})"
+                                    f"{unlabelled if raw == -1 else ''}; {SKIP_SETTING} to skip and count such rows")
+            skipped += 1
+            continue
         if not _texts_fit({f: text.strip() for f, text in row.items()}, f"{where} row {i}", skip_bad_rows):
             skipped += 1
             continue
         _add_row(cols, row, label, i)
+    if not cols["labels"]:
+        raise TaskDataError(f"{where}: all {skipped} rows are bad rows, skipped (task.skip_bad_rows)" if skipped
+                            else f"{where}: no rows")
     return cols, skipped
 
 
@@ -588,12 +637,12 @@ def check_task_data(name: str, data_dir: str | Path | None, splits: tuple[str, .
     for a column it lacks) otherwise. Only the header and the first row are read (milliseconds): the rows themselves
     (labels, fields, texts) are checked as the split is read, and a run whose tokenized split is cached reads none.
     Hub data (`data_dir` None) is loaded (``_load_hub``: offline from the datasets cache alone, where one not cached is
-    refused now; else downloaded once, and read from the cache after); aclImdb folders are checked as they are
-    read."""
+    refused now; else downloaded once, and read from the cache after) and its columns checked; aclImdb folders are
+    checked as they are read."""
     task_spec = get_task(name)
     if data_dir is None:
         for split in splits:
-            _load_hub(task_spec, split)
+            _hub_label_ids(_load_hub(task_spec, split), task_spec, _hub_split(task_spec, split))
         return
     check_task_dir(name, data_dir, splits)
     for split in splits:

@@ -1643,6 +1643,13 @@ def _hub_folder(folder, columns: dict, names=("negative", "positive")):
     return str(folder)
 
 
+def _hub_task(monkeypatch, folder, label_names=("negative", "positive"), **kw):
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    return tasks.register_task(tasks.TaskSpec("mine", ("sentence",), "label", label_names, ("0", "1"),
+                                              hub=(folder, None), hub_fields=("sentence",), **kw),
+                               replace=True)
+
+
 def test_a_hub_task_in_the_datasets_cache_is_read_offline(tmp_path, monkeypatch, tokenizer):
     """HF_HUB_OFFLINE/HF_DATASETS_OFFLINE (set by the Makefile and the GPU recipe) refused every hub task at once,
     though datasets reads a cached dataset offline (HF's offline mode). Now datasets is asked: glue/sst2 in a cache
@@ -1686,3 +1693,49 @@ def test_the_missing_files_error_offers_the_hub_only_online(tmp_path, monkeypatc
     with pytest.raises(FileNotFoundError) as err:
         read_task_split("qnli", str(tmp_path), "train")
     assert "Hugging Face hub" not in str(err.value) and "datasets cache alone" in str(err.value)
+
+
+def test_a_hub_task_s_labels_are_checked_against_its_spec(tmp_path, monkeypatch):
+    """A hub dataset's label column was taken as ids unchecked: ClassLabel names in the other order flipped every
+    label, and a test split's -1 or a string label passed into training."""
+    text = {"sentence": ["bad film", "good film"]}
+    _hub_task(monkeypatch, _hub_folder(tmp_path / "rev", {**text, "label": [1, 0]}, names=("positive", "negative")))
+    assert read_task_split("mine", None, "train")[0]["labels"] == [0, 1]  # mapped by name: bad is negative
+    _hub_task(monkeypatch, _hub_folder(tmp_path / "other", {**text, "label": [1, 0]}, names=("yes", "no")))
+    with pytest.raises(TaskDataError, match=r"^hub dataset '.*other' split train: its label column names the labels "
+                                            r"\['yes', 'no'\], task mine's label_names are \['negative', 'positive'\]"):
+        task_readers.check_task_data("mine", None)
+    _hub_task(monkeypatch, _hub_folder(tmp_path / "test", {**text, "label": [0, -1]}))
+    with pytest.raises(TaskDataError, match=r"split train row 1: label -1 is not a label id of task mine .*GLUE's "
+                                            r"test splits"):
+        read_task_split("mine", None, "train")
+    assert read_task_split("mine", None, "train", skip_bad_rows=True) == (
+        {"sentence": ["bad film"], "labels": [0], "_row": [0]}, 1)
+    _hub_task(monkeypatch, _hub_folder(tmp_path / "strings", {**text, "label": ["neg", "pos"]}, names=None))
+    with pytest.raises(TaskDataError, match=r"split train row 0: label 'neg' is not a label id of task mine \(an int "
+                                            r"in 0..1"):
+        read_task_split("mine", None, "train")
+
+
+def test_a_hub_dataset_without_the_spec_s_columns_is_one_error(tmp_path, monkeypatch):
+    """A hub dataset without the spec's columns ended in datasets' traceback, after the model had loaded."""
+    _hub_task(monkeypatch, _hub_folder(tmp_path / "wrong", {"text": ["a", "b"], "label": [0, 1]}))
+    with pytest.raises(TaskDataError, match=r"^hub dataset '.*wrong' split train lacks the columns \['sentence'\] "
+                                            r"\(its columns: \['text', 'label'\]\): task mine reads its texts from "
+                                            r"hub_fields \['sentence'\] and its labels from 'label'$"):
+        task_readers.check_task_data("mine", None)
+    _hub_task(monkeypatch, _hub_folder(tmp_path / "nolabel", {"sentence": ["a", "b"]}))
+    with pytest.raises(TaskDataError, match=r"lacks the columns \['label'\]"):
+        read_task_split("mine", None, "train")
+
+
+def test_a_task_file_of_label_ids_says_so(tmp_path):
+    """A QNLI tsv written from the hub (labels 0/1) was refused row by row with advice to skip bad rows, which then
+    left 'all rows are bad'."""
+    _write(tmp_path / "train.tsv", "index\tquestion\tsentence\tlabel\n", [("0", "q?", "s.", "1")])
+    for skip in (False, True):
+        with pytest.raises(TaskDataError, match=r"train.tsv:2: label '1' is a label id: the file writes label ids "
+                                                r"where task qnli's files write the labels \['entailment', "
+                                                r"'not_entailment'\]; write each id's label instead \(0 = "
+                                                r"entailment, 1 = not_entailment\)$"):
+            read_task_split("qnli", str(tmp_path), "train", skip_bad_rows=skip)
