@@ -20,7 +20,7 @@ from ..logfile import fewer_than_asked
 from ..progress import progress_said, progress_to_log_file, third_party_bars_off
 from .ids import read_token_ids
 from .streams import TOKEN_TYPES
-from .task_readers import ROW, SKIP_SETTING, read_task_split, row_place, task_files
+from .task_readers import ROW, SKIP_SETTING, hub_fingerprints, read_task_split, row_place, task_files
 from .task_splits import (
     CARVE,
     LIMIT_KEYS,
@@ -108,13 +108,16 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
     label order, reader), source file contents (train and validation also depend on the eval files, whose duplicates
     they drop), the tokenizer as loaded (``loaded_identity``: its truncation_side too), max_length and the reading
     options (the seed only where it draws, the carve's rule only where it carves), and the columns it is encoded into
-    (``encoded_columns``). None (no caching) for hub data or a slow tokenizer. `digests`: the file digests of the call's other splits
+    (``encoded_columns``); hub data (`data_dir` None) by its splits' datasets fingerprints (``hub_fingerprints``) in
+    place of the files. None (no caching) for a slow tokenizer. `digests`: the file digests of the call's other splits
     (``hashing.cache_key``), so that a task file is read once a call."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    if data_dir is None or backend is None:
+    if backend is None:
         return None
-    files = task_files(name, data_dir, ("eval",) if split == "eval" else ("train", "eval"))
-    if not files:
+    sources = ("eval",) if split == "eval" else ("train", "eval")
+    hub = hub_fingerprints(name, sources) if data_dir is None else None
+    files = [] if data_dir is None else task_files(name, data_dir, sources)
+    if not files and hub is None:
         return None  # reading will raise the layout error
     limit = options.limit(split)
     carved = split != "eval" and options.validation_fraction is not None
@@ -123,7 +126,8 @@ def split_cache_key(name: str, data_dir: str | None, split: str, tokenizer, max_
            "skip_bad_rows": options.skip_bad_rows,
            "max_examples": limit, "validation_fraction": options.validation_fraction if split != "eval" else None,
            "subset_seed": options.subset_seed if limit is not None or carved else None,
-           **({"carve": options.carve} if carved else {})}  # only where it carves: the other entries keep their keys
+           **({"carve": options.carve} if carved else {}),  # only where it carves: the other entries keep their keys
+           **({"hub": hub} if hub is not None else {})}
     return cache_key(key, files, digests)
 
 
@@ -159,7 +163,8 @@ def _read_rows(name: str, data_dir: str | None, split: str, options: SplitOption
     cols, info["eval_duplicates_dropped"] = drop_eval_duplicates(
         cols, read_task_split(name, data_dir, "eval", options.skip_bad_rows)[0], task_spec.text_fields)
     if not cols["labels"]:
-        raise TaskDataError(f"task {name} in {data_dir}: every train row is also an eval row ("
+        where = data_dir if data_dir is not None else f"hub dataset {task_spec.hub_name!r}"
+        raise TaskDataError(f"task {name} in {where}: every train row is also an eval row ("
                             f"{info['eval_duplicates_dropped']} dropped): nothing is left to train on")
     info["of"] = len(cols["labels"])
     cols = subset_rows(cols, options.limit("train"), options.subset_seed)

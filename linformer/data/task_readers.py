@@ -571,6 +571,13 @@ def _hub_label_ids(ds, task_spec: TaskSpec, where: str) -> Callable[[object], in
     return lambda v: v if type(v) is int and v in ids else None
 
 
+def hub_fingerprints(name: str, splits: tuple[str, ...] = ("train", "eval")) -> dict[str, str]:
+    """The datasets fingerprint of each of `splits` of task `name`'s hub dataset (``_load_hub``), by split: what keys
+    hub data as a file's sha256 keys a local file (it changes with the dataset's revision, or a local folder's files)."""
+    task_spec = get_task(name)
+    return {split: _load_hub(task_spec, split)._fingerprint for split in splits}
+
+
 def _read_hub(task_spec: TaskSpec, split: str, skip_bad_rows: bool = False) -> tuple[dict, int]:
     ds = _load_hub(task_spec, split)
     where = _hub_split(task_spec, split)

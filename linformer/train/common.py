@@ -20,7 +20,7 @@ from packaging.version import Version
 from transformers import get_polynomial_decay_schedule_with_warmup
 
 from ..data.corpus import read_manifest, unprepared_corpus
-from ..data.task_readers import check_task_dir, task_files
+from ..data.task_readers import check_task_dir, hub_fingerprints, task_files
 from ..data.tasks import get_task
 from ..data.tokenizer import TOKENIZER_FILES
 from ..errors import ConfigError, first_line
@@ -368,7 +368,8 @@ def data_identity(spec) -> dict[str, str]:
     reader) as ``task_spec_key`` (a resume on edited files or an edited TaskSpec would mix two datasets, or two label
     orders, in one run). A task directory or file, or a prepared corpus, that is not there is named here
     (``check_task_dir``, ``unprepared_corpus``), before the record is compared: a resume would otherwise read the
-    missing key as a change of the run's settings or format; hub data has no files to key."""
+    missing key as a change of the run's settings or format. Hub data (task.data_dir null) is keyed by its splits'
+    datasets fingerprints (``hub_fingerprints``: its revision, a local folder's files) in place of files' contents."""
     out = {}
     corpus = spec.corpus
     if corpus:
@@ -378,7 +379,10 @@ def data_identity(spec) -> dict[str, str]:
         if manifest.get("cache_key"):
             out["corpus_cache_key"] = manifest["cache_key"]
     task = getattr(spec, "task", None)
-    if task is not None and task.data_dir is not None:
+    if task is not None and task.data_dir is None:
+        out["task_data_key"] = cache_key({"task": task.name, "hub": hub_fingerprints(task.name)})
+        out["task_spec_key"] = cache_key(get_task(task.name).reading())
+    elif task is not None:
         check_task_dir(task.name, task.data_dir)
         files = task_files(task.name, task.data_dir)
         if files:

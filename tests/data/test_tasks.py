@@ -1739,3 +1739,43 @@ def test_a_task_file_of_label_ids_says_so(tmp_path):
                                                 r"'not_entailment'\]; write each id's label instead \(0 = "
                                                 r"entailment, 1 = not_entailment\)$"):
             read_task_split("qnli", str(tmp_path), "train", skip_bad_rows=skip)
+
+
+def test_hub_task_data_is_keyed_by_its_fingerprint_for_the_cache_and_the_run_record(tmp_path, monkeypatch, tokenizer):
+    """Hub data had no key: its tokenized splits were never cached (QQP's 364k pairs tokenized on every start), and
+    a run's record kept no task_data_key or task_spec_key, so a resume saw neither another revision nor another
+    registered spec. Both are keyed now by the splits' datasets fingerprints."""
+    from types import SimpleNamespace
+
+    import datasets
+
+    from linformer.train.common import data_identity
+
+    folder = _hub_folder(tmp_path / "hub", {"sentence": ["bad film", "good film"], "label": [0, 1]})
+    features = datasets.load_dataset(folder, split="train").features
+    datasets.Dataset.from_dict({"sentence": ["awful", "nice"], "label": [0, 1]}, features=features).to_parquet(
+        tmp_path / "hub/data/validation.parquet")
+    _hub_task(monkeypatch, folder)
+    run = SimpleNamespace(corpus=None, task=SimpleNamespace(name="mine", data_dir=None))
+    identity = data_identity(run)
+    assert set(identity) == {"task_data_key", "task_spec_key"}
+    first = load_task("mine", None, tokenizer, 16, cache_dir=str(tmp_path / "cache"))
+    monkeypatch.setattr(task_loading, "read_task_split", lambda *a, **k: pytest.fail("read again, not cached"))
+    again = load_task("mine", None, tokenizer, 16, cache_dir=str(tmp_path / "cache"))
+    assert again["train"]["input_ids"] == first["train"]["input_ids"]
+    monkeypatch.undo()
+    datasets.Dataset.from_dict({"sentence": ["dull film", "fine film"], "label": [0, 1]}, features=features).to_parquet(
+        tmp_path / "hub/data/train.parquet")
+    _hub_task(monkeypatch, folder)
+    assert data_identity(run)["task_data_key"] != identity["task_data_key"]
+    assert data_identity(run)["task_spec_key"] == identity["task_spec_key"]
+    edited = load_task("mine", None, tokenizer, 16, cache_dir=str(tmp_path / "cache"))
+    assert edited["train"]["input_ids"] != first["train"]["input_ids"]
+
+
+def test_a_hub_task_whose_train_rows_are_all_eval_rows_names_the_dataset(tmp_path, monkeypatch, tokenizer):
+    folder = _hub_folder(tmp_path / "same", {"sentence": ["bad film", "good film"], "label": [0, 1]})
+    _hub_task(monkeypatch, folder)
+    with pytest.raises(TaskDataError, match=rf"^task mine in hub dataset '{re.escape(folder)}': every train row is "
+                                            r"also an eval row"):
+        load_task("mine", None, tokenizer, 16)
