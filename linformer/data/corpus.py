@@ -49,7 +49,7 @@ from .ids import TokenIds, read_token_ids
 from .io import (
     CORPUS_LAYOUT,
     SourceText,
-    check_hub_texts,
+    check_hub_sources,
     checked_lines,
     load_hub_text,
     local_path,
@@ -731,8 +731,8 @@ def prepare_corpus(
     tok_hash = tokenizer_hash(tokenizer_dir)  # first: a damaged tokenizer is named before the sources are read
     # each source read once before the build: its sha256, its text's size and lone CRs (the cache key's), a .gz
     # file decompressed and checked to its end
+    check_hub_sources(sources)
     srcs = source_texts(sources, read=True)
-    check_hub_texts(srcs)
     inputs |= text_states(srcs)
     has_hub = any(s.hub for s in srcs)
     key = None if has_hub else _cache_key(srcs, tok_hash, n, val_fraction, seed, skip_bad_rows, max_documents)

@@ -498,19 +498,19 @@ def load_hub_text(source: str):
     try:
         ds = datasets.load_dataset(name, config, split="train")
     except Exception as err:  # network, auth or unknown name: datasets raises many kinds, each the user's to fix
-        raise hub_load_error(source, err, f"give local {CORPUS_LAYOUT} in data.sources") from err
+        raise hub_load_error(source, err, f"give data.sources= local {CORPUS_LAYOUT}") from err
     if "text" not in ds.column_names:
         raise CorpusError(f"hub dataset {source!r} has no 'text' column (columns: {ds.column_names})")
     return ds
 
 
-def check_hub_texts(srcs) -> None:
-    """Where the hub is off (``hub_offline``), each hub source of `srcs` (``SourceText``) loaded now, from the datasets
-    cache or a local folder: one that is not there is refused before a build reads any other source, not after."""
+def check_hub_sources(sources: list[str]) -> None:
+    """Where the hub is off (``hub_offline``), each hub source of `sources` loaded now, from the datasets cache or a
+    local folder: one that is not there is refused before a build reads (hashes) any other source, not after."""
     if hub_offline():
-        for s in srcs:
-            if s.hub:
-                load_hub_text(s.given)
+        for source in sources:
+            if is_hub_source(str(source)):
+                load_hub_text(str(source))
 
 
 def hub_lines(ds) -> Iterator[str]:
@@ -576,7 +576,7 @@ class SourceText:
 
 def source_texts(sources: list[str], read: bool = False, hashed: bool = True) -> list[SourceText]:
     """Each text `sources` give, in order: a file (of a path or glob) with its absolute path and sha256, a hub source
-    by its name (nothing asked of the hub: ``check_hub_texts`` loads it where a build needs it); a text given twice is refused (``io.refuse_repeated_texts``).
+    by its name (nothing asked of the hub: ``check_hub_sources`` loads it where a build needs it); a text given twice is refused (``io.refuse_repeated_texts``).
     What a corpus and a tokenizer record of their sources (``text_records``) and compare (``text_changes``). With
     `read`, each file's sha256, text bytes and lone CR are taken in one read of it (``read_source``, a .gz file
     decompressed and checked), else its sha256 alone (``hashing.sha256_file``); without `hashed`, not even that (its

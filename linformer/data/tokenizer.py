@@ -40,7 +40,7 @@ from ..progress import progress_said, progress_to_log_file
 from ..shell import script_command
 from ..signals import signals_stop
 from .io import (
-    check_hub_texts,
+    check_hub_sources,
     checked_lines,
     hub_lines,
     is_hub_source,
@@ -261,8 +261,8 @@ def train_tokenizer(
         # each file is read once, by the training (its sha256 and a .gz file's check to its end in that read), unless
         # a check before it needs its sha256: a file of another's size (a copy?) or an output of these settings but
         # for the texts' paths at out_dir (``io.moved_output``)
+        check_hub_sources(files)  # offline, a hub source not in the datasets cache is refused before any is read
         texts = source_texts(files, hashed=False)
-        check_hub_texts(texts)  # offline, a hub source not in the datasets cache is refused before any is read
         # a killed build's temporary and lock, whichever tokenizer of the folder it built (its own output's are removed
         # by its next build, the others' by none)
         for left in remove_dead_builds(Path(out_dir).parent):

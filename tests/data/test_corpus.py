@@ -1634,3 +1634,13 @@ def test_a_hub_corpus_is_prepared_and_checked_offline_where_nothing_is_downloade
     corpus_mod.check_corpus_settings(out, {"name": "hubc", "sources": [source]})
     with pytest.raises(CorpusError, match=r"texts it was not made from: hf:elsewhere"):
         corpus_mod.check_corpus_settings(out, {"name": "hubc", "sources": ["hf:elsewhere"]})
+
+
+def test_an_uncached_hub_source_is_refused_offline_before_any_file_is_read(tmp_path, tok_dir, corpus_file,
+                                                                           monkeypatch):
+    for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(v, "1")
+    monkeypatch.setattr(corpus_mod, "source_texts", lambda *a, **k: pytest.fail("a source was read first"))
+    with pytest.raises(HubOfflineError, match=r"^hub dataset 'hf:bookcorpus' is not in the datasets cache.*: give "
+                                              r"data.sources= local plain text files"):
+        prepare_corpus([str(corpus_file), "hf:bookcorpus"], tok_dir, str(tmp_path / "p"), n=8)

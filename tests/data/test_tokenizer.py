@@ -538,8 +538,8 @@ def test_hub_sources_train_a_tokenizer_as_prepare_corpus_reads_them(tmp_path, mo
     spec = TokenizerSpec.read(compose("tokenizer", ["data.sources=[hf:wikitext:wikitext-2-raw-v1]"]))
     assert spec.files == ["hf:wikitext:wikitext-2-raw-v1"]
     with pytest.raises(HubOfflineError, match=r"'hf:wikitext:wikitext-2-raw-v1' is not in the datasets cache, and "
-                                              r"HF_HUB_OFFLINE.* give local plain text files \(.txt or .txt.gz\).* in "
-                                              r"data.sources"):
+                                              r"HF_HUB_OFFLINE.*: give data.sources= local plain text "
+                                              r"files \(.txt or .txt.gz\)"):
         train_tokenizer(spec.files, str(tmp_path / "t"), show_progress=False)
     rows = {"text": ["the river runs by the old castle\nin winter", "", "a letter from the village doctor"]}
     monkeypatch.setattr(io, "hub_offline", lambda: False)
