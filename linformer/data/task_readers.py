@@ -59,8 +59,10 @@ def _label_id(raw: str, task_spec: TaskSpec, where: str, skip_bad_rows: bool = F
     raw = raw.strip()
     if raw in task_spec.raw_labels:
         return task_spec.raw_labels.index(raw)
-    if raw.isascii() and raw.isdigit() and int(raw) < task_spec.num_labels:
-        # a file written from the hub's columns (ClassLabel ids): every row is such, so skipping them would leave none
+    if raw.isascii() and raw.isdigit() and int(raw) < task_spec.num_labels and \
+            not any(label.isdigit() for label in task_spec.raw_labels):
+        # a file written from the hub's columns (ClassLabel ids) where the task's files write names: every row is
+        # such, so skipping them would leave none (where its labels are numbers, "0" is no id but a wrong label)
         ids = ", ".join(f"{i} = {name}" for i, name in enumerate(task_spec.raw_labels))
         raise TaskDataError(f"{where}: label {raw!r} is a label id: the file writes label ids where task "
                             f"{task_spec.name}'s files write the labels {list(task_spec.raw_labels)}; write each id's "

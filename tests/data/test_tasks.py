@@ -1729,7 +1729,7 @@ def test_a_hub_dataset_without_the_spec_s_columns_is_one_error(tmp_path, monkeyp
         read_task_split("mine", None, "train")
 
 
-def test_a_task_file_of_label_ids_says_so(tmp_path):
+def test_a_task_file_of_label_ids_says_so(tmp_path, monkeypatch):
     """A QNLI tsv written from the hub (labels 0/1) was refused row by row with advice to skip bad rows, which then
     left 'all rows are bad'."""
     _write(tmp_path / "train.tsv", "index\tquestion\tsentence\tlabel\n", [("0", "q?", "s.", "1")])
@@ -1739,6 +1739,12 @@ def test_a_task_file_of_label_ids_says_so(tmp_path):
                                                 r"'not_entailment'\]; write each id's label instead \(0 = "
                                                 r"entailment, 1 = not_entailment\)$"):
             read_task_split("qnli", str(tmp_path), "train", skip_bad_rows=skip)
+    # where the labels are numbers themselves (ratings 1 and 2), a 0 is a label outside the set, not an id
+    monkeypatch.setattr(tasks, "TASKS", dict(tasks.TASKS))
+    tasks.register_task(tasks.TaskSpec("stars", ("sentence",), "label", ("low", "high"), ("1", "2")))
+    _write(tmp_path / "stars/train.tsv", "sentence\tlabel\n", [("ok", "0")])
+    with pytest.raises(TaskDataError, match=r"label '0' is not in the stars label set \['1', '2'\]; set task.skip_bad"):
+        read_task_split("stars", str(tmp_path / "stars"), "train")
 
 
 def test_hub_task_data_is_keyed_by_its_fingerprint_for_the_cache_and_the_run_record(tmp_path, monkeypatch, tokenizer):
