@@ -115,7 +115,7 @@ def replaced_baselines(path: Path) -> dict[tuple[str, float], dict[str, float]]:
     what a regeneration keeps where the corpus that gave them is not here (a fresh clone), rather than writing
     null over them and turning a judged target into "not judged". {} where there is no such file."""
     try:
-        old = json.loads(path.read_text())
+        old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     kept = {}
