@@ -493,9 +493,10 @@ def word_cut(text: str, start: int, limit: int) -> int | None:
     """Where to cut `text` at most `limit` characters after `start` so that the encodings of the parts, joined, are
     the text's: just before a space that a non-space character follows (after `start`), where the byte-level BPE,
     WordPiece and Metaspace pre-tokenizers start a word anyway (elsewhere in a run of whitespace, BPE would split the
-    run otherwise). None where that stretch has no such space (not prose)."""
+    run otherwise; a space that ends the text has no character after it). None where that stretch has no such space
+    (not prose)."""
     cut = text.rfind(" ", start + 1, start + limit + 1)
-    while cut > start and text[cut + 1].isspace():
+    while cut > start and (cut + 1 == len(text) or text[cut + 1].isspace()):
         cut = text.rfind(" ", start + 1, cut)
     return cut if cut > start else None
 

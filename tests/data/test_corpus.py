@@ -1644,3 +1644,10 @@ def test_an_uncached_hub_source_is_refused_offline_before_any_file_is_read(tmp_p
     with pytest.raises(HubOfflineError, match=r"^hub dataset 'hf:bookcorpus' is not in the datasets cache.*: give "
                                               r"data.sources= local plain text files"):
         prepare_corpus([str(corpus_file), "hf:bookcorpus"], tok_dir, str(tmp_path / "p"), n=8)
+
+
+def test_a_space_that_ends_a_paragraph_is_no_cut():
+    """A WikiText line ends in a space: one of exactly a piece's characters and one more is cut at a space before."""
+    assert list(corpus_mod.paragraph_pieces("ab cd ", 5)) == ["ab", " cd "]
+    text = ("a fine film " * 1000)[:corpus_mod.PIECE_CHARS] + " "
+    assert "".join(corpus_mod.paragraph_pieces(text)) == text

@@ -1785,3 +1785,18 @@ def test_a_hub_task_whose_train_rows_are_all_eval_rows_names_the_dataset(tmp_pat
     with pytest.raises(TaskDataError, match=rf"^task mine in hub dataset '{re.escape(folder)}': every train row is "
                                             r"also an eval row"):
         load_task("mine", None, tokenizer, 16)
+
+
+@pytest.mark.parametrize("fields", [("text",), ("a", "b")])
+def test_a_text_just_longer_than_the_cut_bound_ending_in_a_space_encodes(fields, tok_dir):
+    """A hub row is kept as the hub gives it: a text of the cut bound and one space more is cut before a word, not
+    read past its end."""
+    from linformer.data.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(tok_dir)
+    chars = task_loading.prefix_chars(tokenizer, 16)
+    text = ("a fine film " * chars)[:chars] + " "
+    batch = {**{f: [text] for f in fields}, "labels": [0], task_loading.ROW: [0]}
+    got = task_loading.Encode(tokenizer, fields, 16, str, False)(batch)
+    want = tokenizer(*[batch[f] for f in fields], truncation=True, max_length=16, split_special_tokens=True)
+    assert got["input_ids"] == want["input_ids"]
