@@ -67,8 +67,8 @@ from .tokenizer import (
     check_sequence_room,
     encoding_of,
     load_tokenizer,
+    piece_ends,
     tokenizer_hash,
-    word_cut,
 )
 from .unigram import corpus_perplexities
 from .workers import children_die_with_parent
@@ -103,15 +103,12 @@ def _load_hub(src: SourceText):
 
 def paragraph_pieces(text: str, limit: int | None = None) -> Iterator[str]:
     """`text` in pieces of at most `limit` characters whose encodings, joined, are the text's: each cut is just before
-    a space that a non-space character follows (``tokenizer.word_cut``). A stretch of `limit` characters (default
+    a space that a non-space character follows (``tokenizer.piece_ends``). A stretch of `limit` characters (default
     PIECE_CHARS) with no such space (not prose) is cut at `limit`."""
-    limit = limit or PIECE_CHARS
     start = 0
-    while len(text) - start > limit:
-        cut = word_cut(text, start, limit) or start + limit
-        yield text[start:cut]
-        start = cut
-    yield text[start:]
+    for end in piece_ends(text, 0, limit or PIECE_CHARS):
+        yield text[start:end]
+        start = end
 
 
 class _ParagraphWriter:

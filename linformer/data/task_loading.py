@@ -31,7 +31,7 @@ from .task_splits import (
     subset_rows,
 )
 from .tasks import get_task
-from .tokenizer import encoded_prefix, loaded_identity
+from .tokenizer import encoded_prefix, encoded_prefixes, loaded_identity
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +72,22 @@ class Encode:
         self.chars = prefix_chars(tokenizer, max_length)
 
     def __call__(self, batch: dict) -> dict:
-        # a text longer than `chars` is encoded from a prefix that holds the tokens truncation keeps (each text's
-        # max_length at most, a pair's "longest_first" too): a book in one row costs what its first tokens cost
-        texts = [[t if self.chars is None or len(t) <= self.chars else
-                  encoded_prefix(self.tokenizer, t, self.max_length, self.chars) for t in batch[f]] for f in self.fields]
+        # a text longer than `chars` is encoded from a prefix that holds the tokens truncation keeps (max_length at
+        # most): a book in one row costs what its first tokens cost; a pair's prefixes keep which whole text has more
+        # tokens, on which "longest_first" truncation's split of an odd budget depends
+        rows = [self._cut(row) for row in zip(*(batch[f] for f in self.fields))]
+        texts = [[row[i] for row in rows] for i in range(len(self.fields))]
         enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length, split_special_tokens=True)
         keep = [i for i in range(len(batch[ROW])) if self._has_text(enc, i, batch[ROW][i])]
         labels = {"labels": [batch["labels"][i] for i in keep]} if "labels" in batch else {}  # none to predict
         return {**labels, **{c: [enc[c][i] for i in keep] for c in self.columns}, ROW: [batch[ROW][i] for i in keep]}
+
+    def _cut(self, row: tuple[str, ...]) -> tuple[str, ...]:
+        if self.chars is None or max(map(len, row)) <= self.chars:
+            return row
+        if len(row) == 1:
+            return (encoded_prefix(self.tokenizer, row[0], self.max_length, self.chars),)
+        return encoded_prefixes(self.tokenizer, row, self.max_length, self.chars)
 
     def _has_text(self, enc, i: int, row: int) -> bool:
         if not getattr(enc, "encodings", None):  # a slow tokenizer tells no text's tokens apart

