@@ -24,7 +24,9 @@ killer) has the kernel send each job SIGTERM (Linux), so it saves and exits as o
 
 With an `end_by` time and each job's estimated `minutes`, a job whose estimate ends past `end_by` is not started,
 nor what needs it (one NOT_STARTED line names them): a job stopped at a machine's deadline leaves a checkpoint that
-a fresh machine does not have, and the stop's wait, spent saving it, is time the next command could have used.
+a fresh machine does not have, and the stop's wait, spent saving it, is time the next command could have used. Only
+a caller on such a machine gives `end_by` (scripts/gpu.py, through the runners' --end-by); a local `deadline` stops a
+long job part-way, its checkpoint kept for the next run to resume.
 
 A job's log is appended to, never truncated: a rerun's lines follow the earlier attempt's.
 """
@@ -129,7 +131,21 @@ class JobsStopped(RuntimeError):
 
     def __init__(self, exit_codes: dict[str, int]):
         super().__init__(f"stopped at the deadline; ended: {exit_codes}")
-        self.exit_codes = exit_codes
+        self.exit_codes = exit_codes  # every job started, by the end it had (none: the deadline came before any)
+
+    @property
+    def started_none(self) -> bool:
+        """The deadline came before the first job started (checking the plan's outputs took the time)."""
+        return not self.exit_codes
+
+
+class NoneStarted(RuntimeError):
+    """With `end_by`: by its estimate every job left would end past it, so none was started (the NOT_STARTED line,
+    printed first, names them); what needs the jobs' outputs (a report) has nothing to read."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(f"no job started: by its estimate each would end past the stop: {', '.join(names)}")
+        self.names = names
 
 
 STOP_WAIT_S = 120  # a stopped job's time to save its checkpoint and exit
@@ -295,7 +311,9 @@ def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: P
     JobFailed names the job, its command and its log. A job that exits 0 without writing `done` fails too.
     At `deadline` (time.monotonic()) the running jobs are stopped as on SIGTERM and JobsStopped is raised. With
     `end_by` (time.monotonic()) and `minutes` (a job's estimate), a job whose estimated end passes `end_by` is not
-    started, nor a job that needs it: the runner ends when nothing else can run, and a NOT_STARTED line names them.
+    started, nor a job that needs it: the runner ends when nothing else can run, and a NOT_STARTED line names them;
+    where that leaves no job started at all, NoneStarted is raised after it. `end_by` is for a caller whose stop ends
+    the machine too (scripts/gpu.py): a local `deadline` alone stops the running jobs, which resume on the next run.
     """
     _check(plan)
     jobs = max(1, int(jobs))
@@ -318,6 +336,8 @@ def run_jobs(plan: list[Job], jobs: int = 1, cwd: Path | None = None, log_dir: P
                           runner.exit_codes)
     if runner.not_started:
         print(f"{NOT_STARTED} {', '.join(runner.not_started)}", file=sys.stderr, flush=True)
+        if not runner.exit_codes:  # not one job started
+            raise NoneStarted(runner.not_started)
     return runner.times
 
 

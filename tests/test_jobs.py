@@ -425,3 +425,61 @@ def test_a_stopped_or_killed_report_names_the_command_that_writes_it_alone(monke
     assert frontend.write_report([]) == 130
     err = capsys.readouterr().err
     assert err.startswith("stopped: stopped by SIGINT") and f"write it alone with {alone} " in err
+
+
+def _reproduce(tmp_path, monkeypatch, plan, **kw):
+    """frontend.reproduce of `plan` (each job estimated at 30 minutes), its report a stand-in that records its call;
+    (the exit status, the reports written)."""
+    from linformer.experiments import frontend
+
+    reports = []
+    monkeypatch.setattr(frontend, "write_report", lambda report: reports.append(report) or 0)
+    rc = frontend.reproduce(plan, title="plan", minutes=lambda job: 30.0, timing="", jobs=1, dry_run=False,
+                            report_only=False, report=["--layout", "mini"], log_dir=tmp_path / "logs", **kw)
+    return rc, reports
+
+
+def test_a_local_stop_after_starts_a_long_job_and_stops_it_part_way(tmp_path, monkeypatch, capsys):
+    """Locally --stop-after stops a running job (it saves a checkpoint the next run resumes): a job whose estimate
+    ends past the stop is started all the same. Only --end-by (gpu.py's: a machine that keeps no checkpoint) leaves
+    it unstarted. The not-start rule was always on: a 2-hour job could never run in 1-hour sittings."""
+    from linformer.jobs import NOT_STARTED
+
+    long = Job("long", [sys.executable, "-c", f"open({str(tmp_path / 'began')!r}, 'w'); import time; time.sleep(30)"],
+               tmp_path / "long")
+    rc, reports = _reproduce(tmp_path, monkeypatch, [long], stop_after=0.03)
+    err = capsys.readouterr().err
+    assert (tmp_path / "began").exists() and NOT_STARTED not in err
+    assert rc == 128 + signal.SIGTERM and reports == [] and "stopped: finished jobs are kept" in err
+
+
+def test_a_runner_that_can_start_no_job_by_end_by_says_so_and_writes_no_report(tmp_path, monkeypatch, capsys):
+    """With --end-by, where by its estimate every job left ends past it, nothing runs: one line says nothing was
+    started, not "jobs done", and the report (which would find no run) is not written."""
+    from linformer.experiments import frontend
+    from linformer.jobs import NOT_STARTED
+
+    plan = [Job("a", _writer(tmp_path / "a"), tmp_path / "a"), Job("b", _writer(tmp_path / "b"), tmp_path / "b", ("a",))]
+    rc, reports = _reproduce(tmp_path, monkeypatch, plan, end_by=time.time() + 60)
+    captured = capsys.readouterr()
+    assert (rc, reports) == (0, []) and not (tmp_path / "a").exists()
+    assert f"{NOT_STARTED} a, b\n{frontend.NOTHING_BY_END}\n" in captured.err and "jobs done" not in captured.out
+    # a job that can end by then runs, and the report follows
+    rc, reports = _reproduce(tmp_path, monkeypatch, [Job("c", _writer(tmp_path / "c"), tmp_path / "c")],
+                             end_by=time.time() + 3600)
+    assert (rc, len(reports)) == (0, 1) and (tmp_path / "c").exists() and "jobs done" in capsys.readouterr().out
+
+
+def test_a_stop_that_comes_before_the_first_job_says_nothing_was_started(tmp_path, monkeypatch, capsys):
+    """A --stop-after that passes while the plan's outputs are checked (a busy machine) ends the run before any job:
+    it says that nothing was started, not that finished jobs are kept. The clock jumps past the stop in the check."""
+    import linformer.jobs as jobs_module
+
+    real, ahead = time.monotonic, [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: real() + ahead[0])
+    monkeypatch.setattr(jobs_module, "check_plan", lambda *a, **k: ahead.__setitem__(0, 600.0))
+    rc, reports = _reproduce(tmp_path, monkeypatch, [Job("a", _writer(tmp_path / "a"), tmp_path / "a")], stop_after=5)
+    err = capsys.readouterr().err
+    assert (rc, reports) == (128 + signal.SIGTERM, []) and not (tmp_path / "a").exists()
+    assert "stop came before the first job started" in err and "nothing was started" in err
+    assert "finished jobs are kept" not in err

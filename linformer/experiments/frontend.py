@@ -19,13 +19,19 @@ from ..data.workers import dies_with_this_process
 from ..errors import ConfigError, LinformerError, stopped_status
 from ..files.hashing import hashed_once
 from ..files.locations import repo_root, script, started_script
-from ..jobs import STOPPED, Job, JobFailed, JobsStopped, run_jobs, stopped_by, wanted
+from ..jobs import STOPPED, Job, JobFailed, JobsStopped, NoneStarted, run_jobs, stopped_by, wanted
 from ..output_rule import check_plan
 from ..rundir import RunLock
 from ..shell import script_command, shell_command
 from ..signals import child_status, exit_words, interrupt_status, signal_words, sigterm_interrupts
 
 REPO = repo_root()
+# the lines of a run that started no job: its stop came before the first (checking the plan's outputs took the time),
+# or by its estimate every job left would end past --end-by (run_jobs' NOT_STARTED line, just before, names them)
+NOTHING_BY_DEADLINE = ("stopped: the stop came before the first job started (checking the plan took the time): "
+                       "nothing was started; run it again with a later --stop-after")
+NOTHING_BY_END = ("nothing started: by its estimate every job left would end past --end-by, so no report is written; "
+                  "a command with the time for them runs them")
 
 
 @hashed_once()  # its jobs' done-checks, run as it shows and runs them, read each source text once
@@ -36,9 +42,11 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
     """`plan` (its jobs), their report (scripts/table2.py's arguments), `after` (what the plan writes beside it, given
     the wall seconds of the jobs run now) and the exit status: 0, 1 when a job failed (its error line printed),
     128 + the signal when stopped (finished jobs kept). `minutes`: each job's estimate (None: the plan has none); `rows` and
-    `stop_after`: as `show` takes them, and the jobs are stopped `stop_after` minutes in. A job whose estimate ends
-    past the stop, or past `end_by` (seconds since the epoch: the stop of a caller that stops this command itself,
-    scripts/gpu.py's), is not started (``jobs.run_jobs``' end_by)."""
+    `stop_after`: as `show` takes them, and the jobs are stopped `stop_after` minutes in (a long job part-way: its
+    checkpoint stays for the next run to resume). With `end_by` (seconds since the epoch: the stop of a caller that
+    stops this command itself on a machine that keeps no checkpoint, scripts/gpu.py's), a job whose estimate ends past
+    it, or past the stop, is not started (``jobs.run_jobs``' end_by); where none could start, a line says so and no
+    report is written (status 0: nothing failed)."""
     report_line = f"[report] {script_command('table2', *report)}"
     if report_only:  # the report alone: no job runs, so the plan is not shown
         print(f"{title}\n{report_line}")
@@ -66,12 +74,14 @@ def reproduce(plan: list[Job], *, title: str, minutes: Callable[[Job], float] | 
         try:
             t0 = time.perf_counter()
             deadline = None if stop_after is None else time.monotonic() + 60 * stop_after
-            ends = [t for t in (deadline, None if end_by is None else time.monotonic() + end_by - time.time())
-                    if t is not None]
-            rc, times = run(plan, jobs, log_dir, deadline=deadline, end_by=min(ends, default=None), minutes=minutes)
+            # the not-start rule only where the caller asks for it (--end-by): locally a stop ends a long job
+            # part-way and the next run resumes it from its checkpoint
+            ends = None if end_by is None else min(t for t in (deadline, time.monotonic() + end_by - time.time())
+                                                   if t is not None)
+            rc, times = run(plan, jobs, log_dir, deadline=deadline, end_by=ends, minutes=minutes)
         finally:
             lock.release()
-        if rc:
+        if rc or times is None:  # failed or stopped; or no job started, which its line said
             return rc
         times["total (jobs run now)"] = round(time.perf_counter() - t0, 1)
         print(f"jobs done in {(time.perf_counter() - t0) / 60:.1f} min")
@@ -227,21 +237,27 @@ def chosen_rows(given: str | None, valid: list[str]) -> list[str] | None:
 
 
 def run(plan: list[Job], jobs: int, log_dir: Path, stopped: str = STOPPED, deadline: float | None = None,
-        end_by: float | None = None, minutes: Callable[[Job], float] | None = None) -> tuple[int, dict[str, float]]:
+        end_by: float | None = None, minutes: Callable[[Job], float] | None = None
+        ) -> tuple[int, dict[str, float] | None]:
     """Run a plan's jobs: (0, wall seconds per job run), or (its status, {}) after a failed job's error line
     (``JobFailed.status``: the failed job's own, 2 where it refused its start, as a sweep ends), or
     (128 + the signal, {}) when stopped, by a signal (Ctrl-C 130, SIGTERM 143) or at `deadline` (time.monotonic(),
     as by the SIGTERM its jobs were stopped with) (its finished jobs kept; `stopped` says what running it again
-    does); `end_by` and `minutes`: run_jobs' (a job whose estimate ends past end_by is not started)."""
+    does; a deadline that came before the first job started says that nothing was started); `end_by` and `minutes`:
+    run_jobs' (a job whose estimate ends past end_by is not started): (0, None) where that left no job started, which
+    one line says."""
     try:
         return 0, run_jobs(plan, jobs=jobs, cwd=REPO, log_dir=log_dir, deadline=deadline, end_by=end_by,
                            minutes=minutes)
     except KeyboardInterrupt as err:
         print(stopped, file=sys.stderr)
         return interrupt_status(err), {}
-    except JobsStopped:
-        print(stopped, file=sys.stderr)
+    except JobsStopped as err:
+        print(NOTHING_BY_DEADLINE if err.started_none else stopped, file=sys.stderr)
         return stopped_status(signal.SIGTERM), {}
+    except NoneStarted:
+        print(NOTHING_BY_END, file=sys.stderr)
+        return 0, None
     except JobFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return err.status, {}
@@ -264,11 +280,13 @@ def row_arguments(ap, what: str) -> None:
     ap.add_argument("--only", default=None, metavar="ROW[,ROW...]",
                     help=f"run only these rows' jobs and what they need ({what}; a dry run lists them)")
     ap.add_argument("--stop-after", type=positive_minutes, default=None, metavar="MIN",
-                    help="stop the jobs MIN minutes in (SIGTERM; finished jobs are kept), starting none whose estimate "
-                         "ends past it; a dry run says which rows fit in MIN minutes by the estimates")
+                    help="stop the jobs MIN minutes in (SIGTERM: a running job saves its checkpoint and the next run "
+                         "resumes it; finished jobs are kept); a dry run says which rows fit in MIN minutes by the "
+                         "estimates")
     ap.add_argument("--end-by", type=float, default=None, metavar="EPOCH_S",
-                    help="start no job whose estimate ends past this time (seconds since the epoch): the stop of a "
-                         "caller that stops this command itself (scripts/gpu.py --stop-after)")
+                    help="start no job whose estimate ends past this time (seconds since the epoch), nor past "
+                         "--stop-after: the stop of a caller that stops this command itself on a machine that keeps no "
+                         "checkpoint (scripts/gpu.py --stop-after)")
 
 
 
