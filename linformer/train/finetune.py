@@ -104,24 +104,40 @@ SHORT_LAST_STEP = 0.25
 
 
 def short_last_step(examples: int, batch_size: int, grad_accum: int, world: int, selects: bool) -> str | None:
-    """The warning for an epoch of `examples` whose last step trains on fewer than SHORT_LAST_STEP of a step's
-    examples (``FinetuneTask.step_batches``: that step takes only what is left), else None. Its loss is a mean over
-    those few, so they make a full update at the scheduled lr, right before the epoch's evaluation (`selects`: the
-    one that chooses best/)."""
+    """The warning for an epoch of `examples` whose last step takes fewer than SHORT_LAST_STEP of a step's examples
+    that the epoch has not trained yet (``FinetuneTask.step_batches``: that step takes only what is left), else None.
+    On one process its loss is a mean over those few, so they make a full update at the scheduled lr, right before the
+    epoch's evaluation (`selects`: the one that chooses best/). On `world` > 1 processes its micro-batches are whole
+    (``EpochOrder.rows``: the last is filled with rows from the start of the epoch's order, so every process gets a
+    full slice), so the update is from those rows too, trained twice each epoch. The advice names only settings that
+    reach a step dividing the examples: a per-process step of examples (trainer.batch_size x trainer.grad_accum) times
+    the processes."""
     per_step = batch_size * grad_accum * world
     left = examples % per_step
     if examples <= per_step or not left or left >= SHORT_LAST_STEP * per_step:
         return None
-    processes = f" x {world} processes" if world > 1 else ""
     before = " right before the evaluation that chooses best/" if selects else ""
-    divisors = [d for d in range(per_step // 2, 0, -1) if examples % d == 0][:1]
-    return (f"each epoch's last step trains on {left} example{'s' * (left != 1)} of {examples:,} "
-            f"({examples // per_step:,} steps of {per_step} = trainer.batch_size {batch_size} x trainer.grad_accum "
-            f"{grad_accum}{processes}, then the {left} left): a full update at the scheduled lr from those "
-            f"alone{before}, every epoch. To avoid it give a training set that divides by {per_step} "
-            f"({examples - left:,} or {examples - left + per_step:,} examples: max_train_examples, less what "
-            f"validation_fraction holds out), or a step of examples that divides {examples:,}"
-            f"{f' (e.g. {divisors[0]})' if divisors and divisors[0] > 1 else ''}")
+    whole = examples // per_step
+    steps = (f"{whole:,} step{'s' * (whole != 1)} of {per_step} = trainer.batch_size {batch_size} x trainer.grad_accum "
+             f"{grad_accum}{f' x {world} processes' if world > 1 else ''}, then the {left} left")
+    if world == 1:
+        what = (f"each epoch's last step trains on {left} example{'s' * (left != 1)} of {examples:,} ({steps}): "
+                f"a full update at the scheduled lr from those alone{before}, every epoch")
+    else:
+        micro = batch_size * world  # a global micro-batch: whole on every process
+        rows = -(-left // micro) * micro
+        what = (f"each epoch's last step trains on the {left} example{'s' * (left != 1)} of {examples:,} not yet "
+                f"trained ({steps}) and {rows - left} from the start of the epoch's order, which fill its "
+                f"micro-batches of {micro} rows (trainer.batch_size {batch_size} x {world} processes) and so are "
+                f"trained twice: an update at the scheduled lr from those {rows} rows{before}, every epoch")
+    # a step that divides the examples, reachable on `world` processes (a multiple of it), smaller than this one
+    divisors = [d for d in range(per_step // 2, 1, -1) if examples % d == 0 and d % world == 0][:1]
+    instead = "" if not divisors else (
+        f", or a trainer.batch_size x trainer.grad_accum of {divisors[0] // world}"
+        f"{f' ({divisors[0]} on {world} processes)' if world > 1 else ''}, which divides {examples:,}")
+    return (f"{what}. To avoid it give a training set that divides by {per_step} ({examples - left:,} or "
+            f"{examples - left + per_step:,} examples: max_train_examples, less what validation_fraction holds "
+            f"out){instead}")
 
 
 class FinetuneTask(TrainingTask):

@@ -1194,11 +1194,44 @@ def test_a_run_begun_by_a_version_that_counted_padding_continues_only_when_the_t
     assert further["steps"] == 2 * first["steps"]
 
 
+def test_the_short_last_step_warning_says_what_each_process_count_really_trains_and_advises_reachable_settings():
+    """One process: the last step is the few examples left, and a step of examples that divides the set is named as
+    trainer.batch_size x trainer.grad_accum. N processes: the last global micro-batch is filled with rows from the
+    start of the epoch's order (EpochOrder.rows), so the step trains on whole micro-batches, the filling rows twice
+    (81 on 2 x 8: 1 new and 15 again, docs/guide.md); a divisor is offered only when it is a multiple of the
+    processes (81 has none on 2: "a step that divides 81, e.g. 3" was unreachable)."""
+    from linformer.data.streams import EpochOrder
+    from linformer.train.finetune import short_last_step
+
+    one = short_last_step(81, 8, 1, 1, True)
+    assert one.startswith("each epoch's last step trains on 1 example of 81 (10 steps of 8 = trainer.batch_size 8 x "
+                          "trainer.grad_accum 1, then the 1 left): a full update")
+    assert one.endswith("or a trainer.batch_size x trainer.grad_accum of 3, which divides 81")
+    # what the order trains in an epoch's last micro-batch on 2 processes of 8: 1 new row and 15 repeated
+    order = EpochOrder(81, 16, seed=0, drop_last=False, world=2)
+    last = order.rows(order.batches_per_epoch - 1)
+    repeated = len(last) - len(set(last.tolist()) - set(torch.cat([order.rows(g) for g in range(5)]).tolist()))
+    two = short_last_step(81, 8, 1, 2, True)
+    assert (len(last), repeated) == (16, 15)
+    assert (f"trains on the 1 example of 81 not yet trained (5 steps of 16 = trainer.batch_size 8 x trainer.grad_accum"
+            f" 1 x 2 processes, then the 1 left) and {repeated} from the start of the epoch's order") in two
+    assert f"an update at the scheduled lr from those {len(last)} rows right before" in two
+    assert two.endswith("(80 or 96 examples: max_train_examples, less what validation_fraction holds out)")
+    assert "212 from the start" in short_last_step(300, 32, 1, 8, True)
+    # 66 on 2 x 16: a step of 6 (3 per process) divides it, and 2 processes reach it
+    assert short_last_step(66, 16, 1, 2, False).endswith("or a trainer.batch_size x trainer.grad_accum of 3 (6 on 2 "
+                                                        "processes), which divides 66")
+    # accum 4 on 2 processes: 2 examples left fill one micro-batch of 16, not a whole step of 64
+    assert "2 examples of 130 not yet trained" in short_last_step(130, 8, 4, 2, False)
+    assert "those 16 rows" in short_last_step(130, 8, 4, 2, False)
+
+
 def test_an_epoch_whose_last_step_takes_a_few_examples_is_warned_of_naming_the_settings(sst2_dir, pretrained_run,
                                                                                          caplog):
     """An epoch's last step takes what is left (step_batches): 193 examples at 16 x 2 end each epoch with a full
     update from one example, just before the evaluation that chooses best/. The start-up warns, naming the remainder
-    and the settings that avoid it; 192 examples (a multiple of the step) are not warned of."""
+    and the settings that avoid it (193 is prime: no batch divides it, so none is offered); 192 examples (a multiple
+    of the step) are not warned of."""
     from linformer.runconfig import FinetuneSpec
     from linformer.train.finetune import FinetuneTask
 
@@ -1216,6 +1249,6 @@ def test_an_epoch_whose_last_step_takes_a_few_examples_is_warned_of_naming_the_s
                 "each epoch's last step trains on 1 example of 193 (6 steps of 32 = trainer.batch_size 16 x "
                 "trainer.grad_accum 2, then the 1 left): a full update at the scheduled lr from those alone, every "
                 "epoch. To avoid it give a training set that divides by 32 (192 or 224 examples: max_train_examples, "
-                "less what validation_fraction holds out), or a step of examples that divides 193")]
+                "less what validation_fraction holds out)")]
         else:
             assert warned == []
