@@ -21,7 +21,7 @@ from typing import NoReturn
 from .configs import compose  # noqa: F401  (linformer.cli.compose: the name README.md and docs/guide.md give)
 from .data.workers import launcher_gone
 from .errors import ConfigError, LinformerError, PeerFailed, Preempted, did_you_mean, first_line, stopped_status
-from .files.locations import started_script
+from .files.locations import script_home, started_script
 from .files.names import NAME_MAX_BYTES
 from .shell import scripts_named_here
 from .signals import (
@@ -504,6 +504,14 @@ def run_from_a_script() -> bool:
     notebook's kernel (its argv is the kernel launcher's, ipykernel_launcher.py -f ...), a REPL (argv[0] ''), a
     user's own script in a scripts/ folder of theirs (a command marks itself: ``locations.started_script``)."""
     return started_script() is not None
+
+
+def names_script(name: str) -> bool:
+    """Whether advice may name scripts/<name>.py as a command to paste: this process is a command
+    (``run_from_a_script``) and <name>.py is found beside it or in the clone's scripts/ (``locations.script_home``);
+    a command's script copied into a folder of its own over a wheel has no such script to name, so its advice is
+    the Python API's, as Python code calling the package gets."""
+    return run_from_a_script() and script_home(name) is not None
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -10,7 +10,7 @@ import ast
 import os
 from pathlib import Path
 
-from .files.locations import script, scripts_dir
+from .files.locations import script, script_home
 from .shell import scripts_named_here
 
 
@@ -33,10 +33,12 @@ def description(doc: str | None, file: str | os.PathLike, paragraph: bool = Fals
 
 
 def script_purpose(name: str) -> str:
-    """scripts/<name>.py's docstring, read beside the script that runs (``locations.scripts_dir``: a clone's over a
-    wheel too): what it does and an example command; the script's path where it has none."""
+    """scripts/<name>.py's docstring, read where a command names it (``locations.script_home``: beside the script
+    that runs, a clone's over a wheel too, else the clone's scripts/): what it does and an example command; the
+    script's path where it has none."""
+    home = script_home(name)
     try:
-        doc = ast.get_docstring(ast.parse((scripts_dir() / f"{name}.py").read_text(encoding="utf-8")))
+        doc = None if home is None else ast.get_docstring(ast.parse((home / f"{name}.py").read_text(encoding="utf-8")))
     except (OSError, SyntaxError, ValueError):
         doc = None
     return scripts_named_here(doc) if doc else script(name)

@@ -881,6 +881,8 @@ def test_commands_and_jobs_name_the_scripts_beside_the_one_started(tmp_path, mon
     clone, user = tmp_path / "clone" / "scripts", tmp_path / "user"
     clone.mkdir(parents=True)
     user.mkdir()
+    for name in ("pretrain", "train_tokenizer", "prepare_corpus", "finetune"):  # the clone's scripts are there
+        (clone / f"{name}.py").write_text('"""Finetuning: python scripts/finetune.py task=sst2"""\n')
     from tests.conftest import as_command
     as_command(monkeypatch, [str(clone / "pretrain.py")])
     monkeypatch.chdir(user)
@@ -895,6 +897,35 @@ def test_commands_and_jobs_name_the_scripts_beside_the_one_started(tmp_path, mon
     assert script("finetune") == "scripts/finetune.py"
     monkeypatch.setattr(sys, "argv", ["-c"])  # Python calling the package: the clone's scripts/ beside it
     assert scripts_dir() == repo_root() / "scripts"
+
+
+def test_a_command_s_script_copied_to_a_folder_of_its_own_names_the_clone_s_scripts_or_else_the_python_call(
+        tmp_path, monkeypatch):
+    """A command's script copied into a folder of the user's keeps its mark (__linformer_command__), so the folder it
+    was started from is the copy's: its next: lines named <that folder>/finetune.py, which does not exist. A script
+    that folder lacks is named in the clone's scripts/ (its help read there too); over a wheel, with no clone and no
+    scripts/ in the working directory, the next: lines are the Python API's calls; the copy's own name is itself."""
+    from linformer.files import locations
+    from linformer.script_help import script_purpose
+    from linformer.shell import script_command
+    from linformer.train.summary import export_next, finetune_next
+    from tests.conftest import as_command
+
+    copy, run = tmp_path / "exp" / "mypretrain.py", tmp_path / "run"
+    copy.parent.mkdir()
+    run.mkdir()
+    copy.write_text(f"{locations.COMMAND_MARK} = True\n")
+    as_command(monkeypatch, [copy])
+    monkeypatch.chdir(tmp_path)
+    clone = (locations.repo_root() / "scripts").resolve()
+    assert script_command("finetune", "task=sst2") == f"python {clone / 'finetune.py'} task=sst2"
+    assert finetune_next("m").startswith(f"python {clone / 'finetune.py'} task=sst2")
+    assert export_next(run, "why").startswith(f"python {clone / 'export.py'} {run}")
+    assert f"python {clone / 'finetune.py'} task=sst2" in script_purpose("finetune")  # the clone's finetune.py's
+    assert script_command("mypretrain") == f"python {copy.resolve()}"
+    monkeypatch.setattr(locations, "repo_root", lambda: tmp_path)  # a wheel: the working directory, no scripts/
+    assert finetune_next("m").startswith("finetune(FinetuneSpec.read(compose(")
+    assert export_next(run, "why").startswith("export_run(")
 
 
 def test_a_wheel_s_runs_in_a_git_project_of_the_user_s_own_get_no_warning_of_the_clone(tmp_path, monkeypatch):

@@ -48,12 +48,26 @@ def scripts_dir() -> Path:
     return started.parent if started is not None else repo_root() / "scripts"
 
 
+def script_home(name: str) -> Path | None:
+    """The folder holding <name>.py, resolved, for a command to name: ``scripts_dir``, else the clone's scripts/
+    beside this package (``repo_root``), the first that holds it; None where neither does. A command's script copied
+    into a folder of the user's (its mark travels with it) has no sibling there: scripts_dir is that folder, and the
+    commands it names are the clone's, or, over a wheel, none (``cli.names_script``: the Python API's words)."""
+    for folder in dict.fromkeys((scripts_dir(), repo_root() / "scripts")):
+        if (folder / f"{name}.py").is_file():
+            return folder.resolve()
+    return None
+
+
 def script(name: str, start: str | os.PathLike | None = None) -> str:
     """scripts/<name>.py as a command names it for the folder `start` (default: the working directory, where a
     printed command is pasted; a plan's jobs run from ``repo_root``): scripts/<name>.py where `start` holds the
-    scripts folder, else its absolute path."""
-    folder, start = scripts_dir(), Path.cwd() if start is None else Path(start)
-    return f"scripts/{name}.py" if (start / "scripts").resolve() == folder else str(folder / f"{name}.py")
+    folder it is in (``script_home``), else its absolute path; scripts/<name>.py, as the docs name it, where no folder
+    known here holds it."""
+    folder, start = script_home(name), Path.cwd() if start is None else Path(start)
+    if folder is None or (start / "scripts").resolve() == folder:
+        return f"scripts/{name}.py"
+    return str(folder / f"{name}.py")
 
 
 def repo_relative(path: str | os.PathLike) -> str:

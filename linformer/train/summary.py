@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..cli import names_script
 from ..files.locations import repo_relative
 from ..files.runs import export_command, recorded_imports
 from ..logfile import say
 from ..shell import hydra_override, imports_words, script_command
-from .stopping import run_from_a_script
 
 
 def progress_line(stage: str, step: int, max_steps: int, row: Mapping[str, Any]) -> str:
@@ -97,14 +97,14 @@ def steady_span(summary: Mapping[str, Any]) -> str:
 
 
 def finetune_next(model_path: Path | str, imports: Sequence[str] = ()) -> str:
-    """The summary's next: for a model to finetune, worded for the caller (``stopping.run_from_a_script``, as a
-    stop's resume advice): the finetuning script's command to paste into a shell, or from Python (a notebook) the
+    """The summary's next: for a model to finetune, worded for the caller (``cli.names_script``, as a stop's resume
+    advice): the finetuning script's command to paste into a shell, or from Python (a notebook) the
     call docs/guide.md's "From Python" shows, the same overrides in it. A model in the repository is named relative
     to it (``locations.repo_relative``), as the run's record names it: the line pastes from any folder, on any
     checkout. `imports`: the modules the run imported (``files.runs.recorded_imports``), carried as ``imports=``:
     the model names their projection or sharing mode, which finetuning cannot build without them."""
     overrides = ["task=sst2", hydra_override("model_path", repo_relative(model_path)), *imports_words(imports)]
-    if run_from_a_script():
+    if names_script("finetune"):  # a command whose scripts are found (not a copy of one over a wheel)
         return script_command("finetune", *overrides)
     return (f"finetune(FinetuneSpec.read(compose(\"finetune\", [{', '.join(map(python_str, overrides))}])), "
             "run_dir)  # linformer.train.finetune; run_dir: a folder for the finetuning")
@@ -115,7 +115,7 @@ def export_next(run_dir: Path | str, reason: str) -> str:
     scripts/export.py's command, or the call of ``linformer.train.export.export_run``; `reason` follows as a
     comment, so that the whole line pastes; the run named as ``finetune_next`` names a model."""
     imports, shown = recorded_imports(run_dir), repo_relative(run_dir)
-    if run_from_a_script():
+    if names_script("export"):
         return f"{export_command(run_dir, shown=shown)}  # {reason}"
     given = f", imports={imports!r}" if imports else ""
     return f"export_run({python_str(str(shown))}{given})  # linformer.train.export; {reason}"
