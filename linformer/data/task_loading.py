@@ -75,14 +75,16 @@ class Encode:
         # a text longer than `chars` is encoded from a prefix that holds the tokens truncation keeps (max_length at
         # most): a book in one row costs what its first tokens cost; a pair's prefixes keep which whole text has more
         # tokens, on which "longest_first" truncation's split of an odd budget depends
-        rows = [self._cut(row) for row in zip(*(batch[f] for f in self.fields))]
+        rows = [self.cut(row) for row in zip(*(batch[f] for f in self.fields))]
         texts = [[row[i] for row in rows] for i in range(len(self.fields))]
         enc = self.tokenizer(*texts, truncation=True, max_length=self.max_length, split_special_tokens=True)
         keep = [i for i in range(len(batch[ROW])) if self._has_text(enc, i, batch[ROW][i])]
         labels = {"labels": [batch["labels"][i] for i in keep]} if "labels" in batch else {}  # none to predict
         return {**labels, **{c: [enc[c][i] for i in keep] for c in self.columns}, ROW: [batch[ROW][i] for i in keep]}
 
-    def _cut(self, row: tuple[str, ...]) -> tuple[str, ...]:
+    def cut(self, row: tuple[str, ...]) -> tuple[str, ...]:
+        """The row's texts as they are encoded: a text longer than `chars` as a prefix holding more tokens than the row
+        keeps (a pair's keeping which text has more), the rest whole."""
         if self.chars is None or max(map(len, row)) <= self.chars:
             return row
         if len(row) == 1:

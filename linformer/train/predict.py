@@ -248,7 +248,7 @@ def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk
     batch = {ROW: [line for line, _ in chunk], **{c: [texts[c] for _, texts in chunk] for c in classifier.columns}}
     enc = encode(batch)  # raises for a row of no token (or leaves it out, skip_bad_rows)
     summary.skipped += len(chunk) - len(enc[ROW])
-    summary.truncated += _truncated(classifier, batch, enc)
+    summary.truncated += _truncated(classifier, encode, batch, enc)
     n = len(enc[ROW])
     order = sorted(range(n), key=lambda i: len(enc["input_ids"][i]))
     collate = TaskCollator(classifier.tokenizer, classifier.max_length)
@@ -276,13 +276,16 @@ def _still_read(out: IO[bytes]) -> None:
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
-def _truncated(classifier: Classifier, batch: dict, enc: dict) -> int:
-    """How many of the encoded rows max_length cut: those of max_length tokens that encode to one more given room."""
+def _truncated(classifier: Classifier, encode: Encode, batch: dict, enc: dict) -> int:
+    """How many of the encoded rows max_length cut: those of max_length tokens that encode to one more given room,
+    encoded as `encode` encodes them (a long text from its prefix: a text that needs one holds more tokens than the
+    row keeps, and a book in one row is not tokenized whole to count it)."""
     at_limit = {row for row, ids in zip(enc[ROW], enc["input_ids"]) if len(ids) >= classifier.max_length}
     if not at_limit:
         return 0
     idx = [i for i, row in enumerate(batch[ROW]) if row in at_limit]
-    longer = classifier.tokenizer(*[[batch[c][i] for i in idx] for c in classifier.columns], truncation=True,
+    rows = [encode.cut(tuple(batch[c][i] for c in classifier.columns)) for i in idx]
+    longer = classifier.tokenizer(*[list(texts) for texts in zip(*rows)], truncation=True,
                                   max_length=classifier.max_length + 1, split_special_tokens=True)["input_ids"]
     return sum(len(ids) > classifier.max_length for ids in longer)
 

@@ -468,3 +468,30 @@ def test_a_recorded_spec_that_no_longer_reads_is_a_warning_where_the_columns_com
     write_json(run / RESULTS, {"task": "pairy", "text_fields": ["q", "s"]})
     assert load_classifier_dir(str(run / "best")).columns == ("q", "s")
     assert "read from the text_fields of" in capsys.readouterr().err
+
+
+def test_a_very_long_row_is_counted_as_cut_without_tokenizing_it_whole(scratch, tmp_path):
+    """Encode tokenizes a long text from a prefix, but the count of cut rows tokenized every row at the limit again
+    whole: a 20 MB line cost 15 s and 3 GB to be counted. It is counted from the same prefix, and counted right."""
+    from dataclasses import replace
+
+    book = " ".join(["the cat sat on a mat"] * 20_000)  # 420,000 characters, far past n = 32 tokens
+    source = tmp_path / "long.txt"
+    source.write_text(f"a cat\n{book}\nthe mat\n")
+    classifier = load_classifier_dir(scratch, ("text",))
+    tokenizer, given = classifier.tokenizer, []
+
+    class Seen:  # the tokenizer, recording the longest text each call is given
+        def __init__(self):
+            self.model_input_names, self.backend_tokenizer = tokenizer.model_input_names, tokenizer.backend_tokenizer
+
+        def __getattr__(self, name):
+            return getattr(tokenizer, name)
+
+        def __call__(self, *texts, **kwargs):
+            given.append(max(len(t) for col in texts for t in ([col] if isinstance(col, str) else col)))
+            return tokenizer(*texts, **kwargs)
+
+    summary = predict_file(replace(classifier, tokenizer=Seen()), source, io.BytesIO(), progress=False)
+    assert (summary.rows, summary.truncated) == (3, 1)
+    assert max(given) < len(book) // 100
