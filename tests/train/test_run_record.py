@@ -815,6 +815,9 @@ def test_a_finished_run_called_again_returns_what_its_first_call_did_worded_for_
     finetune_cfg = compose_finetune("task=sst2", f"task.data_dir={write_sst2_fixture(tmp_path / 'sst2')}",
                                     f"model_path={pre}", f"task_cache_dir={tmp_path / 'cache'}",
                                     "trainer.max_steps=2", "trainer.warmup_steps=1")
+    (repo / "scripts").mkdir(parents=True)
+    for name in ("pretrain", "finetune"):  # the scripts its next: lines name, beside the one started
+        (repo / "scripts" / f"{name}.py").write_text("")
     as_command(monkeypatch, [repo / "scripts" / "pretrain.py"])  # the first run: the command
     first = pretrain(cfg, pre)
     assert json.loads((pre / "summary.json").read_text())["model_dir"] == "outputs/pre/model"  # the record's form
