@@ -26,14 +26,27 @@ def _columns(text: str) -> tuple[str, ...]:
     return columns
 
 
+def _input(text: str) -> str:
+    if text == "-":  # a path named "-" is given as ./-
+        raise argparse.ArgumentTypeError("- (standard input): a pipe or standard input is not read: give a file")
+    return path(text)
+
+
+def _output(text: str) -> str:
+    if text == "-":
+        raise argparse.ArgumentTypeError("- (standard output): predict writes to standard output without --output: "
+                                         "leave it out (a file named - is given as ./-)")
+    return path(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("model_dir", help="a finetuned sequence classifier: a finetuning run's best/ or model/, an "
                                      f"exported or distilled one ({relative_to()})")
-    p.add_argument("--input", type=path, required=True,
+    p.add_argument("--input", type=_input, required=True,
                    help="the rows to classify: .tsv/.csv with a header, .jsonl, or plain text, one text a line "
-                        f"({relative_to()})")
-    p.add_argument("--output", type=path, default=None,
+                        f"({relative_to()}); a file, not a pipe or standard input")
+    p.add_argument("--output", type=_output, default=None,
                    help="write the JSON lines here, whole once all are made (default: standard output)")
     p.add_argument("--text-columns", type=_columns, default=None, metavar="A[,B]",
                    help="the column(s) (jsonl: keys) holding the texts; default: the columns of the task the model "
@@ -53,11 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     # the work's modules (torch, transformers): imported once the command line is read
     from linformer.errors import ConfigError
     from linformer.files.atomic import atomic_stream
-    from linformer.train.predict import load_classifier_dir, model_weights, predict_file, what_predict_reads
+    from linformer.train.predict import (
+        check_source,
+        load_classifier_dir,
+        model_weights,
+        predict_file,
+        what_predict_reads,
+    )
 
     with cli_errors():
-        if not Path(args.input).is_file():  # before the model loads (seconds)
-            raise ConfigError(f"--input {args.input}: no such file")
+        check_source(args.input, "--input")  # before the model loads (seconds): a file, not a pipe
+        out = Path(args.output) if args.output else None  # /dev/stdout, a fifo: no file to replace whole
+        special = out is not None and out.exists() and not (out.is_file() or out.is_dir())
+        if special or (out is not None and str(out).startswith(("/dev/", "/proc/"))):
+            raise ConfigError(f"--output {args.output}: not a file (a pipe, terminal or device): predict writes to "
+                              "standard output without --output: leave it out")
         # --output may not be, nor lie inside, what predict reads (the input, the model folder), overwrite or not
         reads = what_predict_reads(args.model_dir, args.input)
     with cli_errors(), output_files([args.output] if args.output else [], made_by("predict", {}), args.overwrite,

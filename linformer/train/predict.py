@@ -7,6 +7,7 @@ file's order as they are made: a file of any size in flat memory."""
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import sys
@@ -45,7 +46,10 @@ COLUMNS_FLAG = "--text-columns"
 # the largest file whose lines are counted for the progress bar's total: a second or a few of reading, where its rows
 # take hours to predict; a larger one's bar counts lines without a total
 COUNTED_BYTES = 1 << 30
-CHUNK_BATCHES = 32  # batches of rows read, sorted by length and run at a time: the memory a file of any size takes
+# batches of rows read, sorted by length and run at a time: the memory a file of any size takes. The first chunk is one
+# batch and each next one twice as many up to it, so the first lines come out after one batch's work (``| head``)
+CHUNK_BATCHES = 32
+STDIN_HINT = "a pipe or standard input is not read: give a file (write the stream to one first)"
 
 
 @dataclass
@@ -225,9 +229,11 @@ class Summary:
         return [done + (f" to {out}" if out else ""), bad, model]
 
 
-def _chunks(rows: Iterable[tuple[int, dict | None]], size: int, summary: Summary) -> Iterator[list[tuple[int, dict]]]:
-    """The good rows, `size` at a time (a bad one, None, counted as skipped)."""
-    chunk = []
+def _chunks(rows: Iterable[tuple[int, dict | None]], batch_size: int,
+            summary: Summary) -> Iterator[list[tuple[int, dict]]]:
+    """The good rows (a bad one, None, counted as skipped) in chunks of one batch first, then each twice as many rows
+    as the one before, up to ``CHUNK_BATCHES`` batches."""
+    chunk, size = [], batch_size
     for line, texts in rows:
         if texts is None:
             summary.skipped += 1
@@ -235,16 +241,16 @@ def _chunks(rows: Iterable[tuple[int, dict | None]], size: int, summary: Summary
         chunk.append((line, texts))
         if len(chunk) == size:
             yield chunk
-            chunk = []
+            chunk, size = [], min(2 * size, batch_size * CHUNK_BATCHES)
     if chunk:
         yield chunk
 
 
-@torch.no_grad()
 def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk: list[tuple[int, dict]],
-                   batch_size: int, summary: Summary, out: IO[bytes]) -> list[dict]:
-    """The output lines of a chunk of rows, in its order; run in batches of similar length, each once `out` is
-    still read (``_still_read``)."""
+                   batch_size: int, summary: Summary, out: IO) -> Iterator[tuple[list[dict], int]]:
+    """A chunk of rows run in batches of similar length, each once `out` is still read (``_still_read``): after each
+    batch, the output lines now ready in the chunk's order (those of the rows up to the first not yet run) and how
+    many rows the batch ran."""
     batch = {ROW: [line for line, _ in chunk], **{c: [texts[c] for _, texts in chunk] for c in classifier.columns}}
     enc = encode(batch)  # raises for a row of no token (or leaves it out, skip_bad_rows)
     summary.skipped += len(chunk) - len(enc[ROW])
@@ -253,20 +259,23 @@ def _predict_chunk(classifier: Classifier, encode: Encode, fed: list[str], chunk
     order = sorted(range(n), key=lambda i: len(enc["input_ids"][i]))
     collate = TaskCollator(classifier.tokenizer, classifier.max_length)
     device = next(classifier.model.parameters()).device
-    probs = [None] * n
+    probs, written = [None] * n, 0
     for start in range(0, n, batch_size):
         _still_read(out)
         idx = order[start:start + batch_size]
         inputs = collate([{c: enc[c][i] for c in fed} for i in idx])
-        logits = classifier.model(**{k: v.to(device) for k, v in inputs.items()}).logits.float()
+        with torch.no_grad():
+            logits = classifier.model(**{k: v.to(device) for k, v in inputs.items()}).logits.float()
         for i, p in zip(idx, torch.softmax(logits, -1).cpu().tolist()):
             probs[i] = p
-    out = []
-    for i, p in enumerate(probs):
-        best = max(range(len(p)), key=p.__getitem__)
-        out.append({"row": enc[ROW][i], "label": classifier.labels[best], "score": p[best],
-                    "probs": dict(zip(classifier.labels, p))})
-    return out
+        ready = []
+        while written < n and probs[written] is not None:
+            p = probs[written]
+            best = max(range(len(p)), key=p.__getitem__)
+            ready.append({"row": enc[ROW][written], "label": classifier.labels[best], "score": p[best],
+                          "probs": dict(zip(classifier.labels, p))})
+            written += 1
+        yield ready, len(idx)
 
 
 def _still_read(out: IO[bytes]) -> None:
@@ -290,15 +299,43 @@ def _truncated(classifier: Classifier, encode: Encode, batch: dict, enc: dict) -
     return sum(len(ids) > classifier.max_length for ids in longer)
 
 
-def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], batch_size: int = 32,
+def check_source(source: str | Path, key: str | None = None) -> None:
+    """MissingFileError where `source` (given as the flag `key`) is no file; ConfigError where it is a pipe, standard
+    input or a device (``-``'s /dev/stdin, a shell's ``<(...)``): predict reads a file, not a stream."""
+    named = f"{key} {source}" if key else str(source)
+    if Path(source).is_file():
+        return
+    if Path(source).exists() and not Path(source).is_dir():
+        raise ConfigError(f"{named}: {STDIN_HINT}")
+    raise MissingFileError(f"{named}: no such file to predict")
+
+
+def _writer(out: IO) -> Callable[[str], object]:
+    """How `out` takes text: a text stream (``open(path, "w")``, sys.stdout) as str, a binary one (``open(path,
+    "wb")``, sys.stdout.buffer, io.BytesIO) as UTF-8 bytes. A ConfigError, before any row is predicted, for
+    something not open for writing."""
+    try:
+        writable = callable(getattr(out, "write", None)) and (not hasattr(out, "writable") or out.writable())
+    except ValueError:  # a closed file
+        writable = False
+    if not writable:
+        raise ConfigError(f"predict_file's out {out!r} is not a stream open for writing: give a binary one "
+                          "(open(path, 'wb'), sys.stdout.buffer, io.BytesIO) or a text one (open(path, 'w'))")
+    if isinstance(out, io.TextIOBase):
+        return out.write
+    return lambda text: out.write(text.encode())
+
+
+def predict_file(classifier: Classifier, source: str | Path, out: IO, batch_size: int = 32,
                  skip_bad_rows: bool = False, progress: bool | None = None) -> Summary:
-    """Write a JSON line {"row", "label", "score", "probs"} to `out` for each row of the file `source`, in its order,
-    chunk by chunk as they are made. A bad row is a TaskDataError naming the file and line, or is skipped and
+    """Write a JSON line {"row", "label", "score", "probs"} to `out` (a binary or text stream, ``_writer``) for each
+    row of the file `source` (``check_source``: not a pipe), in its order, as they are made: the first after one
+    batch's work. A bad row is a TaskDataError naming the file and line, or is skipped and
     counted with `skip_bad_rows`; a file of no row to predict is one too. BrokenPipeError, before the next batch's work,
     where `out` is a pipe whose reader has gone (``| head``). `progress`: a bar on stderr (``progress.progress_bar``'s `show`; None: where
-    stderr is a terminal), in the file's lines, of the lines it holds (``COUNTED_BYTES``)."""
-    if not Path(source).is_file():
-        raise MissingFileError(f"{source}: no such file to predict")
+    stderr is a terminal), in the file's lines, of the lines it holds (``COUNTED_BYTES``), moved after each batch."""
+    check_source(source)
+    write = _writer(out)
     summary = Summary()
     encode = Encode(classifier.tokenizer, classifier.columns, classifier.max_length,
                     lambda line: f"{source}:{line}", skip_bad_rows, SKIP_HINT)
@@ -311,11 +348,13 @@ def predict_file(classifier: Classifier, source: str | Path, out: IO[bytes], bat
         if not bar.disable and Path(source).stat().st_size <= COUNTED_BYTES:  # the file's lines: how far it is
             bar.total = count_lines(source)
             bar.refresh()
-        for chunk in _chunks(rows, batch_size * CHUNK_BATCHES, summary):
-            lines = _predict_chunk(classifier, encode, fed, chunk, batch_size, summary, out)
-            out.write("".join(json.dumps(line) + "\n" for line in lines).encode())
-            out.flush()  # a reader of standard output gets each chunk as it is made
-            summary.rows += len(lines)
+        for chunk in _chunks(rows, batch_size, summary):
+            for lines, ran in _predict_chunk(classifier, encode, fed, chunk, batch_size, summary, out):
+                if lines:
+                    write("".join(json.dumps(line) + "\n" for line in lines))
+                    out.flush()  # a reader of standard output gets each line as it is made
+                summary.rows += len(lines)
+                bar.update(ran)  # a line a row run: at most the lines up to the chunk's last row
             bar.update(chunk[-1][0] - bar.n)  # the file read up to the chunk's last row's line
         if bar.total:
             bar.update(bar.total - bar.n)  # the lines after the last row: blank, a header, bad rows skipped
@@ -331,5 +370,5 @@ def model_weights(classifier: Classifier) -> str | None:
     return weights_sha256(classifier.path)
 
 
-__all__ = ["Classifier", "Recorded", "Summary", "input_length", "load_classifier_dir", "model_weights", "predict_file",
+__all__ = ["Classifier", "Recorded", "Summary", "check_source", "input_length", "load_classifier_dir", "model_weights", "predict_file",
            "recorded_task", "recorded_training"]

@@ -495,3 +495,79 @@ def test_a_very_long_row_is_counted_as_cut_without_tokenizing_it_whole(scratch, 
     summary = predict_file(replace(classifier, tokenizer=Seen()), source, io.BytesIO(), progress=False)
     assert (summary.rows, summary.truncated) == (3, 1)
     assert max(given) < len(book) // 100
+
+
+def test_the_first_lines_and_the_bar_move_after_each_batch_not_a_whole_chunk(scratch, tmp_path, monkeypatch):
+    """On a CPU a chunk of 32 batches at n = 512 is minutes: the first lines reach `out` (``| head -2``) after the
+    first batch's work, and the bar moves after each batch; the lines stay in the file's order."""
+    import linformer.train.predict as predict
+    from linformer.progress import progress_bar
+
+    source = tmp_path / "texts.txt"
+    texts = [WORDS[i % len(WORDS)] for i in range(40)]
+    source.write_text("".join(f"{t}\n" for t in texts))
+    classifier = load_classifier_dir(scratch)
+    forwards, bars, seen = [], [], []
+    classifier.model.register_forward_hook(lambda *_: forwards.append(bars[0].n))
+
+    def recorded_bar(show, **options):
+        bars.append(progress_bar(True, mininterval=0, **options))
+        return bars[-1]
+
+    class Out(io.BytesIO):
+        def write(self, data):
+            seen.append((len(forwards), data.count(b"\n")))
+            return super().write(data)
+
+    monkeypatch.setattr(predict, "progress_bar", recorded_bar)
+    out = Out()
+    predict_file(classifier, source, out, batch_size=2, progress=True)
+    assert seen[0] == (1, 2)  # one batch run, its two lines written
+    assert len(forwards) == 20 and forwards[1:] == sorted(forwards[1:]) and forwards[1] > 0 and len(set(forwards)) > 10
+    assert [json.loads(line)["row"] for line in out.getvalue().decode().splitlines()] == list(range(1, 41))
+    assert [json.loads(line)["label"] for line in out.getvalue().decode().splitlines()] == _alone(scratch, texts)
+
+
+def test_a_text_stream_is_written_as_text_and_one_not_open_for_writing_is_refused_before_any_work(scratch, tmp_path):
+    source = tmp_path / "texts.txt"
+    source.write_text("the cat\na dog\n")
+    classifier = load_classifier_dir(scratch)
+    with open(tmp_path / "out.jsonl", "w") as out:
+        predict_file(classifier, source, out, progress=False)
+    assert [json.loads(line)["row"] for line in (tmp_path / "out.jsonl").read_text().splitlines()] == [1, 2]
+    text = io.StringIO()
+    predict_file(classifier, source, text, progress=False)
+    assert len(text.getvalue().splitlines()) == 2
+    batches = []
+    classifier.model.register_forward_hook(lambda *_: batches.append(1))
+    closed = io.BytesIO()
+    closed.close()
+    with open(source, "rb") as read_only:
+        for out in [read_only, closed, None]:
+            with pytest.raises(ConfigError, match="not a stream open for writing"):
+                predict_file(classifier, source, out, progress=False)
+    assert batches == [] and source.read_text() == "the cat\na dog\n"
+
+
+def test_a_pipe_or_standard_input_is_refused_as_such_and_output_dash_is_not_a_file(scratch, tmp_path, monkeypatch,
+                                                                                   capsys):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for given in ["-", str(fifo)]:
+        assert run_script("predict", [scratch, "--input", given], monkeypatch) == 2
+        err = capsys.readouterr().err
+        assert "a pipe or standard input is not read: give a file" in err and "no such file" not in err
+    with pytest.raises(ConfigError, match="a pipe or standard input is not read"):
+        predict_file(None, fifo, io.BytesIO())
+    source = tmp_path / "in.txt"
+    source.write_text("the cat\n")
+    monkeypatch.chdir(tmp_path)
+    for given in ["-", "/dev/stdout", str(fifo)]:
+        assert run_script("predict", [scratch, "--input", str(source), "--output", given, "--overwrite"],
+                          monkeypatch) == 2
+        assert "predict writes to standard output without --output: leave it out" in capsys.readouterr().err
+    from linformer.files.locations import resolve_path
+
+    assert not Path(resolve_path("-")).exists() and not (tmp_path / "-").exists()
