@@ -84,4 +84,8 @@ def _resolved(text: str, what: str) -> str:
 def _not_empty(text: str, what: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"an empty path: give {what} (an unset variable?)")
+    if text == "-":  # the shell tools' name for a stream: taken for a file named "-" it was written or looked for
+        raise argparse.ArgumentTypeError(f"- (standard input or output) is no path: give {what} (a pipe or standard "
+                                         "input is not read; predict writes to standard output without --output; a "
+                                         "file named - is ./-)")
     return text

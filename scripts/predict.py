@@ -26,27 +26,14 @@ def _columns(text: str) -> tuple[str, ...]:
     return columns
 
 
-def _input(text: str) -> str:
-    if text == "-":  # a path named "-" is given as ./-
-        raise argparse.ArgumentTypeError("- (standard input): a pipe or standard input is not read: give a file")
-    return path(text)
-
-
-def _output(text: str) -> str:
-    if text == "-":
-        raise argparse.ArgumentTypeError("- (standard output): predict writes to standard output without --output: "
-                                         "leave it out (a file named - is given as ./-)")
-    return path(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=description(__doc__, __file__))
     p.add_argument("model_dir", help="a finetuned sequence classifier: a finetuning run's best/ or model/, an "
                                      f"exported or distilled one ({relative_to()})")
-    p.add_argument("--input", type=_input, required=True,
+    p.add_argument("--input", type=path, required=True,
                    help="the rows to classify: .tsv/.csv with a header, .jsonl, or plain text, one text a line "
                         f"({relative_to()}); a file, not a pipe or standard input")
-    p.add_argument("--output", type=_output, default=None,
+    p.add_argument("--output", type=path, default=None,
                    help="write the JSON lines here, whole once all are made (default: standard output)")
     p.add_argument("--text-columns", type=_columns, default=None, metavar="A[,B]",
                    help="the column(s) (jsonl: keys) holding the texts; default: the columns of the task the model "
