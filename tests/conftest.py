@@ -229,6 +229,22 @@ def as_a_script(code: str, folder: Path) -> list[str]:
     return [sys.executable, str(script)]
 
 
+class RecordingTokenizer:
+    """`tok`, recording in the list `given` every text each call is given (a long-text test's check that no call
+    was given a whole text); what Encode reads of a tokenizer is `tok`'s."""
+
+    def __init__(self, tok, given: list[str]):
+        self.tok, self.given = tok, given
+        self.model_input_names, self.backend_tokenizer = tok.model_input_names, tok.backend_tokenizer
+
+    def __getattr__(self, name):
+        return getattr(self.tok, name)
+
+    def __call__(self, *texts, **kwargs):
+        self.given.extend(t for col in texts for t in ([col] if isinstance(col, str) else col))
+        return self.tok(*texts, **kwargs)
+
+
 def as_command(monkeypatch, argv: list[str | Path]) -> None:
     """This process as one of the package's commands sees itself (``locations.started_script``): `argv` its command
     line (argv[0] the script), and the main module marked as each of scripts/*.py marks it before its imports."""

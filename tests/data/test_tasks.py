@@ -15,6 +15,8 @@ from linformer.data.task_splits import SplitOptions, longer_than, subset_rows
 from linformer.data.tasks import get_task
 from linformer.errors import ConfigError, HubOfflineError, LinformerError, TaskDataError
 
+from ..conftest import RecordingTokenizer
+
 QQP_HEADER = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
 QNLI_HEADER = "index\tquestion\tsentence\tlabel\n"
 
@@ -1601,15 +1603,7 @@ def test_long_texts_are_cut_before_tokenizing_to_the_same_ids(kind, tok_dir):
     else:
         tokenizer = load_tokenizer(tok_dir)
     texts = _long_texts(random.Random(0))
-    given: set[str] = set()
-
-    class Seen:  # the tokenizer, recording every text it is given
-        def __init__(self, tok):
-            self.tok, self.model_input_names, self.backend_tokenizer = tok, tok.model_input_names, tok.backend_tokenizer
-
-        def __call__(self, *texts, **kwargs):
-            given.update(t for col in texts for t in ([col] if isinstance(col, str) else col))
-            return self.tok(*texts, **kwargs)
+    given: list[str] = []
 
     single, long_pairs = (("text",), {"text": texts}), (("a", "b"), {"a": texts[0:4:2], "b": texts[1:4:2]})
     short_pairs = (("a", "b"), {"a": texts, "b": ["a short one"] * len(texts)})
@@ -1617,12 +1611,12 @@ def test_long_texts_are_cut_before_tokenizing_to_the_same_ids(kind, tok_dir):
                                         (16, short_pairs)):  # long pairs: both cut (longest_first)
             rows = len(batch[fields[0]])
             batch = {**batch, "labels": [0] * rows, task_loading.ROW: list(range(rows))}
-            got = task_loading.Encode(Seen(tokenizer), fields, max_length, str, False)(batch)
+            got = task_loading.Encode(RecordingTokenizer(tokenizer, given), fields, max_length, str, False)(batch)
             want = tokenizer(*[batch[f] for f in fields], truncation=True, max_length=max_length,
                              split_special_tokens=True)
             assert got["input_ids"] == want["input_ids"], (kind, max_length, fields)
     # no call was given a whole long text, but the unbroken word where WordPiece reads one [UNK] whatever its length
-    assert given & set(texts[:-1]) == ({texts[1]} if kind == "MiniLM WordPiece" else set())
+    assert set(given) & set(texts[:-1]) == ({texts[1]} if kind == "MiniLM WordPiece" else set())
 
 
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -1826,17 +1820,9 @@ def test_a_long_pair_keeps_which_text_is_longer_where_the_budget_is_odd(kind):
              (". " * 2 * h, "the " * 2 * h)]  # both cut, a tie whole (the second takes the odd token)
     given: list[str] = []
 
-    class Seen:  # the tokenizer, recording every text it is given
-        def __init__(self, tok):
-            self.tok, self.model_input_names, self.backend_tokenizer = tok, tok.model_input_names, tok.backend_tokenizer
-
-        def __call__(self, *texts, **kwargs):
-            given.extend(t for col in texts for t in ([col] if isinstance(col, str) else col))
-            return self.tok(*texts, **kwargs)
-
     batch = {"a": [a for a, _ in pairs], "b": [b for _, b in pairs], "labels": [0] * len(pairs),
              task_loading.ROW: list(range(len(pairs)))}
-    got = task_loading.Encode(Seen(tokenizer), ("a", "b"), max_length, str, False)(batch)
+    got = task_loading.Encode(RecordingTokenizer(tokenizer, given), ("a", "b"), max_length, str, False)(batch)
     want = tokenizer(batch["a"], batch["b"], truncation=True, max_length=max_length, split_special_tokens=True)
     assert [ids.count(2 if kind == "WordPiece" else tokenizer.cls_token_id) for ids in want["input_ids"]] == [1] * 5
     assert got["input_ids"] == want["input_ids"]

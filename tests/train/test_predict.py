@@ -15,7 +15,7 @@ from linformer.files.runs import RESULTS
 from linformer.modeling import LinformerConfig, LinformerForSequenceClassification
 from linformer.train.predict import load_classifier_dir, predict_file
 
-from ..conftest import run_script
+from ..conftest import RecordingTokenizer, run_script
 from .conftest import N
 
 LABELS = {0: "negative", 1: "positive"}
@@ -479,22 +479,11 @@ def test_a_very_long_row_is_counted_as_cut_without_tokenizing_it_whole(scratch, 
     source = tmp_path / "long.txt"
     source.write_text(f"a cat\n{book}\nthe mat\n")
     classifier = load_classifier_dir(scratch, ("text",))
-    tokenizer, given = classifier.tokenizer, []
-
-    class Seen:  # the tokenizer, recording the longest text each call is given
-        def __init__(self):
-            self.model_input_names, self.backend_tokenizer = tokenizer.model_input_names, tokenizer.backend_tokenizer
-
-        def __getattr__(self, name):
-            return getattr(tokenizer, name)
-
-        def __call__(self, *texts, **kwargs):
-            given.append(max(len(t) for col in texts for t in ([col] if isinstance(col, str) else col)))
-            return tokenizer(*texts, **kwargs)
-
-    summary = predict_file(replace(classifier, tokenizer=Seen()), source, io.BytesIO(), progress=False)
+    given: list[str] = []
+    summary = predict_file(replace(classifier, tokenizer=RecordingTokenizer(classifier.tokenizer, given)), source,
+                           io.BytesIO(), progress=False)
     assert (summary.rows, summary.truncated) == (3, 1)
-    assert max(given) < len(book) // 100
+    assert max(map(len, given)) < len(book) // 100
 
 
 def test_the_first_lines_and_the_bar_move_after_each_batch_not_a_whole_chunk(scratch, tmp_path, monkeypatch):
